@@ -1,0 +1,129 @@
+# pcmalloc - build for one architecture at a time; outputs in build/<ARCH>/.
+#
+#   make                       the host architecture
+#   make ARCH=x86|x86_64|arm64|generic [CROSS_COMPILE=prefix-]
+#   make test [ARCH=...]       that build's tests (cross builds under qemu-user)
+#   make test-all              every architecture, one summary line at the end
+#   make deps                  install (apt-get) what building and testing need
+
+HOST_MACHINE := $(shell uname -m)
+HOST_ARCH := $(patsubst i%86,x86,$(patsubst aarch64,arm64,$(HOST_MACHINE)))
+ARCH ?= $(HOST_ARCH)
+
+ifeq ($(filter $(ARCH),x86 x86_64 arm64 generic),)
+$(error ARCH must be one of x86 x86_64 arm64 generic, not '$(ARCH)')
+endif
+
+# The Debian cross compilers, unless the host already is that architecture.
+CROSS_COMPILE.x86 := i686-linux-gnu-
+CROSS_COMPILE.arm64 := aarch64-linux-gnu-
+CROSS_COMPILE.x86_64 := x86_64-linux-gnu-
+ifeq ($(ARCH),$(HOST_ARCH))
+CROSS_COMPILE ?=
+else ifeq ($(ARCH),generic)
+CROSS_COMPILE ?=
+else
+CROSS_COMPILE ?= $(CROSS_COMPILE.$(ARCH))
+endif
+
+CC := $(CROSS_COMPILE)gcc
+AR := $(CROSS_COMPILE)ar
+OBJDUMP := $(CROSS_COMPILE)objdump
+BUILD := build/$(ARCH)
+
+# i586 (K6-class): no cmov, no SSE; -mtune=k6 only schedules.
+ARCH_CFLAGS.x86 := -march=i586 -mtune=k6
+ARCH_CFLAGS.arm64 := -march=armv8-a
+ARCH_LIBS.generic := -latomic
+
+WARN := -Wall -Wextra -Werror
+BASE_CFLAGS := -std=c11 -O2 -g $(WARN) -D_GNU_SOURCE $(ARCH_CFLAGS.$(ARCH)) \
+               -Iinclude -Isrc -Iarch/$(ARCH) -Itests/harness $(EXTRA_CFLAGS)
+LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec
+LIBS := -lpthread $(ARCH_LIBS.$(ARCH))
+
+LIB_SRC := $(sort $(wildcard src/*.c)) $(sort $(wildcard arch/$(ARCH)/*.c))
+LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+HEADERS := $(wildcard include/*.h src/*.h arch/$(ARCH)/*.h tests/harness/*.h tests/*/*.h)
+
+HARNESS_SRC := tests/harness/harness.c tests/harness/platform_libc.c
+HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_SRC))
+
+# tests/arch/*.c form one binary (they also form the freestanding K6 one);
+# every other tests/<group>/<name>.c is a binary of its own.
+ARCH_TEST_SRC := $(sort $(wildcard tests/arch/*.c))
+ARCH_TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ARCH_TEST_SRC))
+UNIT_TEST_SRC := $(sort $(wildcard tests/unit/*.c))
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_TEST_SRC))
+TESTS := $(BUILD)/tests/arch $(UNIT_TESTS)
+
+# The K6 program: the same arch tests, no libc, raw system calls.
+K6_SRC := tests/harness/harness.c tests/harness/platform_freestanding_x86.c \
+          $(wildcard tests/harness/start_freestanding_x86.S) src/format.c \
+          $(wildcard arch/x86/*.c) $(ARCH_TEST_SRC)
+K6_CFLAGS := -std=c11 -O2 $(WARN) -march=i586 -mtune=k6 -ffreestanding -fno-stack-protector \
+             -fno-pie -no-pie -static -nostdlib -Isrc -Iarch/x86 -Itests/harness
+
+.PHONY: all lib tests test test-all deps clean
+all: lib tests
+
+lib: $(BUILD)/libpcmalloc.so $(BUILD)/libpcmalloc.a
+
+tests: $(TESTS) $(if $(filter x86,$(ARCH)),$(BUILD)/k6/arch_freestanding $(BUILD)/k6/cmov_canary)
+
+# Install missing tools first, but only when one is missing.
+NEED_DEPS := $(if $(shell command -v $(CC) 2>/dev/null),,deps)
+ifneq ($(ARCH),$(HOST_ARCH))
+ifneq ($(ARCH),generic)
+NEED_DEPS := $(if $(shell command -v qemu-$(patsubst x86,i386,$(patsubst arm64,aarch64,$(ARCH))) 2>/dev/null),$(NEED_DEPS),deps)
+endif
+endif
+
+deps:
+	scripts/deps.sh
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) | $(NEED_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/libpcmalloc.so: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libpcmalloc.so.1 -Wl,-z,nodelete -o $@ $^ $(LIBS)
+
+$(BUILD)/libpcmalloc.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/tests/arch: $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a $(LIBS)
+
+$(BUILD)/tests/unit_%: $(BUILD)/obj/tests/unit/%.o $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a $(LIBS)
+
+$(BUILD)/k6/arch_freestanding: $(K6_SRC) $(HEADERS) | $(NEED_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(K6_CFLAGS) -o $@ $(K6_SRC) -lgcc
+
+$(BUILD)/k6/cmov_canary: tests/k6/cmov_canary.c | $(NEED_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(K6_CFLAGS) -o $@ $< -lgcc
+
+# Each run writes its counts under RESULTS; test-all keeps going past a
+# failing architecture and judges them all at the end.
+RESULTS ?= $(BUILD)/results
+test: all
+	@rm -rf $(RESULTS)/$(ARCH)-*
+	OBJDUMP=$(OBJDUMP) RESULTS=$(RESULTS) qemu/run-tests.sh $(ARCH) $(BUILD)
+	@qemu/summarize.sh $(RESULTS) $(ARCH)-
+
+test-all:
+	@rm -rf build/results
+	-@for arch in x86_64 x86 arm64 generic; do \
+	    $(MAKE) --no-print-directory test ARCH=$$arch RESULTS=build/results || true; done
+	@qemu/summarize.sh build/results
+
+clean:
+	rm -rf build

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# qemu/run-tests.sh ARCH BUILD - run one build's test binaries: natively for
+# the host's own architecture, under qemu-user for the cross builds (arm64
+# twice: a CPU without LSE and one with it; x86 also as the freestanding K6
+# program under a Pentium model, plus the cmov canary and the instruction
+# audit).  Each suite's counts go to $RESULTS/<ARCH>-<suite>.txt as lines
+# "<binary> <passed> <failed>"; qemu/summarize.sh adds them up.
+set -u
+arch=$1
+build=$2
+results=${RESULTS:-$build/results}
+mkdir -p "$results"
+per_binary_timeout=${PCM_TEST_TIMEOUT:-900}
+
+# run_binary SUITE BINARY RUNNER...: run one harness binary, echo its output
+# indented, and record its counts.  A binary that dies or prints no summary
+# counts as one failure, so a crash can never pass.
+run_binary() {
+    local suite=$1 binary=$2
+    shift 2
+    local log rc summary passed failed
+    log=$(mktemp)
+    echo "== [$suite] $binary"
+    timeout "$per_binary_timeout" "$@" "$binary" >"$log" 2>&1
+    rc=$?
+    sed 's/^/  /' "$log"
+    summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -n "$summary" ]; then
+        passed=${summary%% passed*}
+        failed=${summary#*passed, }
+        failed=${failed%% failed*}
+    else
+        passed=0
+        failed=0
+    fi
+    if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+        echo "  !! $binary exited with status $rc$( [ "$rc" -eq 124 ] && echo ' (timed out)')"
+        failed=1
+    fi
+    echo "$(basename "$binary") $passed $failed" >>"$results/$arch-$suite.txt"
+    echo "   [$suite] $(basename "$binary"): $passed ok, $failed not ok"
+    rm -f "$log"
+}
+
+# record SUITE NAME OK: one non-harness check (audit, canary) as one test.
+record() {
+    if [ "$3" = ok ]; then
+        echo "$2 1 0" >>"$results/$arch-$1.txt"
+        echo "   [$1] $2: ok"
+    else
+        echo "$2 0 1" >>"$results/$arch-$1.txt"
+        echo "   [$1] $2: NOT OK"
+    fi
+}
+
+run_suite() {
+    local suite=$1
+    shift
+    for binary in "$build"/tests/*; do
+        [ -x "$binary" ] && run_binary "$suite" "$binary" "$@"
+    done
+}
+
+case "$arch" in
+x86_64 | generic)
+    run_suite "$arch" env
+    ;;
+x86)
+    sysroot=/usr/i686-linux-gnu
+    run_suite i386 env QEMU_LD_PREFIX=$sysroot qemu-i386
+    # Debian's i386 libc uses cmov, so the K6-class run is libc-free.
+    run_binary k6 "$build/k6/arch_freestanding" qemu-i386 -cpu pentium
+    echo "== [k6] cmov canary under qemu-i386 -cpu pentium (must die with SIGILL)"
+    qemu-i386 -cpu pentium "$build/k6/cmov_canary" >/dev/null 2>&1
+    rc=$?
+    echo "  exit status $rc (132 = killed by SIGILL)"
+    record k6 cmov_canary_dies_with_sigill "$([ "$rc" -eq 132 ] && echo ok)"
+    echo "== [audit] K6 instruction audit"
+    objects=$(find "$build/obj" -name '*.o' | sort)
+    if tests/audit/x86_instructions.sh "${OBJDUMP:-i686-linux-gnu-objdump}" \
+        "$build/libpcmalloc.so" $objects "$build"/tests/* "$build"/k6/arch_freestanding; then
+        record audit k6_instruction_audit ok
+    else
+        record audit k6_instruction_audit fail
+    fi
+    ;;
+arm64)
+    sysroot=/usr/aarch64-linux-gnu
+    run_suite a57-llsc env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=llsc qemu-aarch64 -cpu cortex-a57
+    run_suite max-lse env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=lse qemu-aarch64 -cpu max
+    ;;
+*)
+    echo "run-tests.sh: unknown ARCH $arch" >&2
+    exit 2
+    ;;
+esac
+exit 0

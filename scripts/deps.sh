@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# scripts/deps.sh - install with apt-get what building and testing pcmalloc
+# need, and nothing that is already there (idempotent; quick when complete).
+set -eu
+packages=(
+    make gcc libc6-dev binutils            # the host build
+    gcc-i686-linux-gnu libc6-dev-i386-cross binutils-i686-linux-gnu         # ARCH=x86
+    gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu  # ARCH=arm64
+    qemu-user                              # running the cross builds' tests
+    coreutils findutils gawk               # the test runner (timeout, find, awk)
+)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: all ${#packages[@]} packages present"
+    exit 0
+fi
+echo "deps: installing ${missing[*]}"
+sudo=
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

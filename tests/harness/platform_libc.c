@@ -1,0 +1,111 @@
+/*
+ * platform_libc.c - the harness's platform on the C library: pthreads for
+ * workers, mmap for shared memory, write(2) for output.
+ */
+#include "harness.h"
+#include "harness_internal.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+void pcm_test_write(const char *buf, size_t len)
+{
+    while (len) {
+        ssize_t n = write(1, buf, len);
+        if (n <= 0)
+            return;
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void *pcm_test_shared_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void pcm_test_shared_free(void *p, size_t bytes)
+{
+    if (p)
+        munmap(p, bytes);
+}
+
+struct worker {
+    void (*fn)(void *, unsigned);
+    void *arg;
+    unsigned index;
+    pthread_t thread;
+};
+
+static void *worker_main(void *p)
+{
+    struct worker *w = p;
+    w->fn(w->arg, w->index);
+    return NULL;
+}
+
+int pcm_test_run_workers(unsigned n, void (*fn)(void *arg, unsigned index), void *arg)
+{
+    size_t bytes = n * sizeof(struct worker);
+    struct worker *w = pcm_test_shared_alloc(bytes);
+    if (!w) {
+        pcm_test_fail_from_worker(1);
+        pcm_test_printf("  cannot map %u worker records\n", n);
+        return -1;
+    }
+    unsigned started = 0;
+    for (; started < n; started++) {
+        w[started].fn = fn;
+        w[started].arg = arg;
+        w[started].index = started;
+        if (pthread_create(&w[started].thread, NULL, worker_main, &w[started]))
+            break;
+    }
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(w[i].thread, NULL);
+    pcm_test_shared_free(w, bytes);
+    if (started < n) {
+        pcm_test_fail_from_worker(1);
+        pcm_test_printf("  could start only %u of %u threads\n", started, n);
+        return -1;
+    }
+    return 0;
+}
+
+unsigned pcm_test_cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+void pcm_test_yield(void)
+{
+    sched_yield();
+}
+
+const char *pcm_test_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+uint64_t pcm_test_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void pcm_test_exit(int code)
+{
+    exit(code);
+}
+
+int main(void)
+{
+    return pcm_test_main();
+}
