@@ -9,9 +9,10 @@
  * idiom (`#define pcm_arch_cas pcm_arch_cas`), and this header derives the
  * rest.  A missing primitive stops the build here, not at run time.
  *
- * Must never happen in this file or in an arch module: a call into the C
- * library (the modules also run in a freestanding K6 test program), a lock,
- * or a memory order that is weaker than its name says.
+ * Must never happen in this file or in an arch module's header: a call
+ * into the C library (the x86 module also runs in a freestanding K6 test
+ * program; a module's arch_init.c may ask libc about the CPU, as arm64 does
+ * with getauxval), a lock, or a memory order weaker than its name says.
  *
  * The contract (what each primitive guarantees)
  * ---------------------------------------------
@@ -28,20 +29,28 @@
  *        Compare-and-swap, acquire and release ordering (acq_rel).  On
  *        success *p was expected and is now desired.  On failure *p is left
  *        alone and `expected` is updated to the value seen, so a retry loop
- *        needs no separate load.  Never fails spuriously.
+ *        needs no separate load.  Never fails spuriously.  A failed CAS
+ *        has acquire order only (nothing was stored to release).
  * [arch] pcm_arch_cas2(p, &expected, desired) -> bool
  *        The same on a pcm_pair_t (two adjacent words, aligned to twice the
  *        word size): cmpxchg8b on i586, cmpxchg16b on x86_64, ldaxp/stlxp or
  *        caspal on arm64.  On failure `expected` receives the pair as it was
  *        at one instant: this is the only atomic way to read a pair on i586,
- *        where two word loads may tear.
+ *        where two word loads may tear.  It may write even when it fails
+ *        (cmpxchg8b/16b and the ldaxp/stlxp store-back do): never use it on
+ *        read-only memory.
  * [arch] pcm_arch_swap(p, v) -> old    exchange, acq_rel.
  * [arch] pcm_arch_fetch_add(p, v) -> old  wrapping add, acq_rel.
+ *        The acq_rel read-modify-writes are not full fences on arm64: a
+ *        later load may be performed before the RMW's store is visible.  A
+ *        store->load pattern (Dekker, hazard pointers) needs fence_full.
  * [arch] pcm_arch_fence_full()     orders all earlier loads and stores before
  *                                  all later ones (store->load included).
  * [arch] pcm_arch_fence_acquire()  earlier loads before later loads/stores.
  * [arch] pcm_arch_fence_release()  earlier loads/stores before later stores.
- * [arch] pcm_arch_cpu_relax()      spin-wait hint (pause / yield); no order.
+ * [arch] pcm_arch_cpu_relax()      spin-wait hint (pause / yield); orders no
+ *                                  memory access, but is a compiler barrier
+ *                                  so a spin loop re-reads what it polls.
  * [arch] PCM_ARCH_CACHE_LINE       bytes to pad hot shared data against
  *                                  false sharing.
  * [arch] PCM_ARCH_NAME             "x86", "x86_64", "arm64", "generic".
@@ -54,9 +63,12 @@
  * [opt]  pcm_arch_variant_count(), pcm_arch_variant_name(i),
  *        pcm_arch_variant_select(i), pcm_arch_variant_current()
  *        A module with several implementations of the primitives (arm64:
- *        LL/SC and LSE) lists those the running CPU supports, after
- *        pcm_arch_init; tests run every primitive under each.  Derived as a
- *        single variant named PCM_ARCH_VARIANT_NAME where the module has one.
+ *        LL/SC and LSE) lists those the running CPU supports; tests run every
+ *        primitive under each.  pcm_arch_init detects once and never undoes
+ *        a later select; select must not run while other threads use the
+ *        primitives.  Derived as a single variant named
+ *        PCM_ARCH_VARIANT_NAME where the module has one; a module that
+ *        defines pcm_arch_variant_count defines all four.
  *
  * Derived here (only if the module did not supply a faster one):
  *        pcm_fetch_sub, pcm_cas_acquire, pcm_cas_release, pcm_pair_make.
