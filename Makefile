@@ -44,6 +44,9 @@ LIBS := -lpthread $(ARCH_LIBS.$(ARCH))
 
 LIB_SRC := $(sort $(wildcard src/*.c)) $(sort $(wildcard arch/$(ARCH)/*.c))
 LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+# Tests link the allocator without the interposition layer: they call the
+# pcm_* names, and the harness keeps using libc's malloc.
+CORE_OBJ := $(filter-out $(BUILD)/obj/src/preload.o,$(LIB_OBJ))
 HEADERS := $(wildcard include/*.h src/*.h arch/$(ARCH)/*.h tests/harness/*.h tests/*/*.h)
 
 HARNESS_SRC := tests/harness/harness.c tests/harness/platform_libc.c
@@ -88,20 +91,20 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) | $(NEED_DEPS)
 
 $(BUILD)/libpcmalloc.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libpcmalloc.so.1 -Wl,-z,nodelete -o $@ $^ $(LIBS)
+	$(CC) -shared -Wl,-soname,libpcmalloc.so.1 -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
 
 $(BUILD)/libpcmalloc.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/tests/arch: $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a
+$(BUILD)/tests/arch: $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a $(LIBS)
+	$(CC) -o $@ $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS)
 
-$(BUILD)/tests/unit_%: $(BUILD)/obj/tests/unit/%.o $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a
+$(BUILD)/tests/unit_%: $(BUILD)/obj/tests/unit/%.o $(HARNESS_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a $(LIBS)
+	$(CC) -o $@ $< $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS)
 
 $(BUILD)/k6/arch_freestanding: $(K6_SRC) $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)

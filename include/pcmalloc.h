@@ -1,0 +1,60 @@
+/*
+ * pcmalloc.h - the public interface of pcmalloc, a lock-free per-CPU
+ * malloc.  Loaded with LD_PRELOAD (or linked with -lpcmalloc) it serves
+ * the standard names (malloc, free, ...); these pcm_* names reach it
+ * directly from either library, whatever else the process uses.
+ * Semantics and errno are glibc's, documented per function below where
+ * they are not obvious.
+ */
+#ifndef PCMALLOC_H
+#define PCMALLOC_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PCM_API __attribute__((visibility("default")))
+
+#define PCMALLOC_VERSION_MAJOR 0
+#define PCMALLOC_VERSION_MINOR 1
+
+PCM_API void *pcm_malloc(size_t size);
+PCM_API void pcm_free(void *p);
+/* NULL + ENOMEM if count * size overflows. */
+PCM_API void *pcm_calloc(size_t count, size_t size);
+/* realloc(NULL, n) is malloc(n); realloc(p, 0) frees p and returns NULL. */
+PCM_API void *pcm_realloc(void *p, size_t size);
+PCM_API void *pcm_reallocarray(void *p, size_t count, size_t size);
+/* alignment rounded up to a power of two, as glibc does. */
+PCM_API void *pcm_memalign(size_t alignment, size_t size);
+/* EINVAL unless alignment is a power of two multiple of sizeof(void *). */
+PCM_API int pcm_posix_memalign(void **out, size_t alignment, size_t size);
+/* NULL + EINVAL unless alignment is a power of two (C17, glibc >= 2.38). */
+PCM_API void *pcm_aligned_alloc(size_t alignment, size_t size);
+PCM_API void *pcm_valloc(size_t size);
+PCM_API void *pcm_pvalloc(size_t size);
+PCM_API size_t pcm_malloc_usable_size(void *p);
+/* C23: size (and alignment) as given when p was allocated; a mismatch
+ * that pcmalloc can see aborts with a message. */
+PCM_API void pcm_free_sized(void *p, size_t size);
+PCM_API void pcm_free_aligned_sized(void *p, size_t alignment, size_t size);
+/* Give free memory back to the OS now; 1 if any was released. */
+PCM_API int pcm_malloc_trim(size_t pad);
+/* The statistics report (as PCMALLOC_STATS=1 prints at exit), on stderr. */
+PCM_API void pcm_malloc_stats(void);
+/* glibc's structs from <malloc.h>: arena = segments, hblkhd = large
+ * mappings, uordblks = bytes handed out, fordblks = mapped but free. */
+struct mallinfo;
+struct mallinfo2;
+PCM_API struct mallinfo pcm_mallinfo(void);
+PCM_API struct mallinfo2 pcm_mallinfo2(void);
+/* Accepted for compatibility; pcmalloc has no glibc tunables. Returns 1. */
+PCM_API int pcm_mallopt(int param, int value);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

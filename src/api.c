@@ -1,0 +1,358 @@
+/*
+ * api.c - the pcm_* API: malloc and friends with glibc's semantics.
+ *
+ * The fast paths are here: malloc is a size-class lookup and one pop from
+ * the current CPU's cache; free is the segment-map lookup, the checks
+ * that catch invalid and double frees, and one push (or a remote push).
+ * Never calls malloc; free never changes errno.
+ */
+#include "pcmalloc.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <string.h>
+
+#include "free_mark.h"
+#include "heap.h"
+#include "init.h"
+#include "large.h"
+#include "misuse.h"
+#include "percpu_cache.h"
+#include "remote.h"
+#include "segment_map.h"
+#include "stats.h"
+
+static inline bool is_power_of_two(size_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+static void *small_alloc(unsigned cls)
+{
+    pcm_ensure_init();
+    struct pcm_heap *h = pcm_heap_current();
+    void *obj = pcm_cache_pop(&h->bins[cls].cache);
+    if (__builtin_expect(!obj, 0)) {
+        obj = pcm_heap_alloc_slow(h, cls);
+        if (!obj)
+            return NULL;
+    }
+    /* A live object never carries the free mark (free_mark.h). */
+    *pcm_object_word1(obj) = 0;
+    return obj;
+}
+
+void *pcm_malloc(size_t size)
+{
+    if (__builtin_expect(size <= PCM_SMALL_MAX, 1))
+        return small_alloc(pcm_size_class(size));
+    pcm_ensure_init();
+    return pcm_large_alloc(size, 0, false);
+}
+
+/* ---- finding what a pointer is ---- */
+
+struct object_info {
+    struct pcm_span *span;   /* small object: its span, else NULL */
+    struct pcm_large *large; /* large object: its header, else NULL */
+};
+
+/* Validate p (non-NULL) as a live object of pcmalloc's, or abort with a
+ * message naming `call`.  Cheap checks only: p must lie in a chunk
+ * pcmalloc owns, in a span, at the start of an object, and the object must
+ * not carry the free mark. */
+static struct object_info lookup(void *p, const char *call)
+{
+    struct object_info info = {NULL, NULL};
+    pcm_word_t *owner = pcm_segment_map_find(p);
+    if (__builtin_expect(!owner, 0))
+        pcm_misuse_invalid_pointer(call, p);
+    if (*owner == PCM_KIND_LARGE) {
+        info.large = (struct pcm_large *)owner;
+        pcm_large_check(info.large, p, call);
+        return info;
+    }
+    struct pcm_span *span = pcm_span_of((struct pcm_segment *)owner, p);
+    uintptr_t offset = (uintptr_t)p - span->start;
+    if (__builtin_expect(!span->class_plus1 || offset % span->object_size != 0, 0))
+        pcm_misuse_invalid_pointer(call, p);
+    if (__builtin_expect(pcm_object_is_marked_free(p), 0))
+        pcm_misuse_double_free(call, p);
+    info.span = span;
+    return info;
+}
+
+static void small_free(struct pcm_span *span, void *p)
+{
+    unsigned cls = span->class_plus1 - 1u;
+    struct pcm_heap *h = pcm_heap_current();
+    if (__builtin_expect(span->owner == h->index, 1)) {
+        if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, h->bins[cls].limit), 0))
+            pcm_heap_free_slow(h, cls, p);
+    } else {
+        pcm_remote_free(&pcm_heaps[span->owner], p);
+    }
+}
+
+static void free_checked(void *p, const char *call)
+{
+    struct object_info info = lookup(p, call);
+    if (info.span) {
+        small_free(info.span, p);
+    } else {
+        int saved = errno; /* munmap may set it; free must not */
+        pcm_large_free(info.large, p, call);
+        errno = saved;
+    }
+}
+
+void pcm_free(void *p)
+{
+    if (p)
+        free_checked(p, "free");
+}
+
+static size_t usable_size(struct object_info info)
+{
+    return info.span ? info.span->object_size : pcm_large_usable(info.large);
+}
+
+size_t pcm_malloc_usable_size(void *p)
+{
+    return p ? usable_size(lookup(p, "malloc_usable_size")) : 0;
+}
+
+void *pcm_calloc(size_t count, size_t size)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(count, size, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (bytes > PCM_SMALL_MAX) {
+        pcm_ensure_init();
+        return pcm_large_alloc(bytes, 0, true); /* fresh mappings are already zero */
+    }
+    void *p = pcm_malloc(bytes);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
+
+/* ---- aligned allocation ---- */
+
+/* The class serving `size` bytes at `alignment` (<= a page): spans start on
+ * a page and hold objects at multiples of the class size, so a class whose
+ * size is a multiple of the alignment gives aligned objects.  Every power
+ * of two from 16 to 256 KiB is a class, so the search ends within eight. */
+static unsigned aligned_class(size_t alignment, size_t size)
+{
+    unsigned cls = pcm_size_class(size < alignment ? alignment : size);
+    while (pcm_class_size(cls) % alignment)
+        cls++;
+    return cls;
+}
+
+static void *aligned_alloc_checked(size_t alignment, size_t size)
+{
+    if (alignment <= PCM_MIN_ALIGN)
+        return pcm_malloc(size);
+    if (alignment <= PCM_PAGE_SIZE && size <= PCM_SMALL_MAX)
+        return small_alloc(aligned_class(alignment, size));
+    pcm_ensure_init();
+    return pcm_large_alloc(size, alignment, false);
+}
+
+static size_t next_power_of_two(size_t x)
+{
+    size_t p = 1;
+    while (p < x && p)
+        p <<= 1;
+    return p;
+}
+
+void *pcm_memalign(size_t alignment, size_t size)
+{
+    if (!is_power_of_two(alignment)) {
+        alignment = next_power_of_two(alignment);
+        if (!alignment) {
+            errno = EINVAL;
+            return NULL;
+        }
+    }
+    return aligned_alloc_checked(alignment, size);
+}
+
+int pcm_posix_memalign(void **out, size_t alignment, size_t size)
+{
+    if (!is_power_of_two(alignment) || alignment % sizeof(void *))
+        return EINVAL;
+    int saved = errno;
+    void *p = aligned_alloc_checked(alignment, size);
+    errno = saved; /* posix_memalign reports through its result, not errno */
+    if (!p)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+void *pcm_aligned_alloc(size_t alignment, size_t size)
+{
+    if (!is_power_of_two(alignment)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return aligned_alloc_checked(alignment, size);
+}
+
+void *pcm_valloc(size_t size)
+{
+    return aligned_alloc_checked(PCM_PAGE_SIZE, size);
+}
+
+void *pcm_pvalloc(size_t size)
+{
+    if (size > SIZE_MAX - PCM_PAGE_SIZE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t rounded = size ? PCM_ALIGN_UP(size, PCM_PAGE_SIZE) : PCM_PAGE_SIZE;
+    return aligned_alloc_checked(PCM_PAGE_SIZE, rounded);
+}
+
+/* ---- realloc ---- */
+
+static void *move_object(void *p, size_t old_usable, size_t size)
+{
+    void *fresh = pcm_malloc(size);
+    if (!fresh)
+        return NULL; /* p stays valid, errno is ENOMEM */
+    memcpy(fresh, p, old_usable < size ? old_usable : size);
+    free_checked(p, "realloc");
+    return fresh;
+}
+
+void *pcm_realloc(void *p, size_t size)
+{
+    if (!p)
+        return pcm_malloc(size);
+    if (size == 0) {
+        free_checked(p, "realloc");
+        return NULL;
+    }
+    struct object_info info = lookup(p, "realloc");
+    if (info.span) {
+        /* The same class keeps the object in place; any other moves it, so
+         * free_sized's class check holds after realloc too. */
+        if (size <= PCM_SMALL_MAX && pcm_size_class(size) == info.span->class_plus1 - 1u)
+            return p;
+        return move_object(p, info.span->object_size, size);
+    }
+    size_t usable = pcm_large_usable(info.large);
+    if (size <= PCM_SMALL_MAX && size < usable / 2)
+        return move_object(p, usable, size);
+    if (size <= PCM_SMALL_MAX)
+        return p;
+    return pcm_large_realloc(info.large, p, size);
+}
+
+void *pcm_reallocarray(void *p, size_t count, size_t size)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(count, size, &bytes)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return pcm_realloc(p, bytes);
+}
+
+/* ---- C23 sized frees ---- */
+
+static void check_size(const char *call, void *p, struct object_info info, unsigned expected_class, size_t size)
+{
+    /* A large object kept in place by a shrinking realloc may have any
+     * size up to its usable one. */
+    bool ok = info.span ? info.span->class_plus1 - 1u == expected_class
+                        : size <= pcm_large_usable(info.large);
+    if (!ok)
+        pcm_misuse_wrong_size(call, p, size, usable_size(info));
+}
+
+void pcm_free_sized(void *p, size_t size)
+{
+    if (!p)
+        return;
+    struct object_info info = lookup(p, "free_sized");
+    check_size("free_sized", p, info, size <= PCM_SMALL_MAX ? pcm_size_class(size) : 0, size);
+    free_checked(p, "free_sized");
+}
+
+void pcm_free_aligned_sized(void *p, size_t alignment, size_t size)
+{
+    if (!p)
+        return;
+    struct object_info info = lookup(p, "free_aligned_sized");
+    if (!is_power_of_two(alignment) || (uintptr_t)p % alignment)
+        pcm_misuse_wrong_alignment("free_aligned_sized", p, alignment);
+    unsigned cls = 0;
+    if (size <= PCM_SMALL_MAX)
+        cls = alignment <= PCM_MIN_ALIGN ? pcm_size_class(size) : aligned_class(alignment, size);
+    check_size("free_aligned_sized", p, info, cls, size);
+    free_checked(p, "free_aligned_sized");
+}
+
+/* ---- information and control ---- */
+
+int pcm_malloc_trim(size_t pad)
+{
+    (void)pad;
+    pcm_ensure_init();
+    return pcm_large_cache_trim() ? 1 : 0;
+}
+
+void pcm_malloc_stats(void)
+{
+    pcm_ensure_init();
+    pcm_stats_print();
+}
+
+struct mallinfo2 pcm_mallinfo2(void)
+{
+    pcm_ensure_init();
+    struct pcm_stats_totals t;
+    pcm_stats_totals_read(&t);
+    size_t small_in_use = 0;
+    for (unsigned h = 0; h < pcm_heap_count; h++)
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+            small_in_use += (pcm_heaps[h].stats.served[c] - pcm_heaps[h].stats.returned[c]) * pcm_class_size(c);
+    struct mallinfo2 info;
+    memset(&info, 0, sizeof info);
+    info.arena = t.mapped_bytes - t.large_bytes;     /* segments */
+    info.hblks = t.large_objects;
+    info.hblkhd = t.large_bytes;                     /* large mappings */
+    info.uordblks = small_in_use + t.large_bytes;    /* handed out (caches included) */
+    info.fordblks = t.mapped_bytes > info.uordblks ? t.mapped_bytes - info.uordblks : 0;
+    info.usmblks = t.peak_mapped_bytes;
+    return info;
+}
+
+struct mallinfo pcm_mallinfo(void)
+{
+    struct mallinfo2 wide = pcm_mallinfo2();
+    struct mallinfo narrow;
+    memset(&narrow, 0, sizeof narrow);
+    narrow.arena = (int)wide.arena; /* glibc's old struct: int fields wrap */
+    narrow.hblks = (int)wide.hblks;
+    narrow.hblkhd = (int)wide.hblkhd;
+    narrow.uordblks = (int)wide.uordblks;
+    narrow.fordblks = (int)wide.fordblks;
+    narrow.usmblks = (int)wide.usmblks;
+    return narrow;
+}
+
+int pcm_mallopt(int param, int value)
+{
+    (void)param;
+    (void)value;
+    return 1;
+}

@@ -1,0 +1,76 @@
+/*
+ * heap.h - the per-CPU heaps.
+ *
+ * One heap per possible CPU, picked on each call by the CPU the thread is
+ * running on (sched_getcpu; heap 0 if the kernel cannot say).  A thread
+ * may be preempted or migrated at any instruction, so nothing assumes the
+ * heap belongs to the caller:
+ *   - bins[c].cache (percpu_cache.h): free objects of class c from this
+ *     heap's spans; lock-free pop and push, the whole fast path;
+ *   - remote (remote.h): objects of this heap's spans freed on other CPUs,
+ *     a lock-free multi-producer stack that the heap drains whole;
+ *   - everything else - bins[c].partial, the spans, the segments - is the
+ *     span layer, behind `lock`.  It is only *tried*: a thread that finds
+ *     a heap's lock taken goes to another heap, so a holder preempted
+ *     inside it delays nobody (see pcm_heap_lock_any).
+ */
+#ifndef PCM_HEAP_H
+#define PCM_HEAP_H
+
+#include "atomic.h"
+#include "segment.h"
+#include "sizeclass.h"
+
+struct pcm_bin {
+    volatile pcm_pair_t cache;
+    struct pcm_span *partial; /* spans that can give objects (lock) */
+    uint32_t limit;           /* most objects the cache holds */
+    uint32_t batch;           /* objects moved per refill */
+};
+
+struct pcm_heap_stats {
+    pcm_word_t served[PCM_CLASS_COUNT];  /* objects moved from spans to the cache */
+    pcm_word_t returned[PCM_CLASS_COUNT]; /* objects moved back to spans */
+    pcm_word_t remote_drained;
+    pcm_word_t refills, flushes, spans_created, spans_released;
+};
+
+struct pcm_heap {
+    /* Written by other CPUs: a line of its own. */
+    volatile pcm_word_t remote;
+    char pad_remote[PCM_CACHE_LINE - sizeof(pcm_word_t)];
+    volatile pcm_word_t lock;
+    unsigned index;
+    struct pcm_segment *segments; /* lock */
+    struct pcm_heap_stats stats;  /* lock */
+    struct pcm_bin bins[PCM_CLASS_COUNT];
+} __attribute__((aligned(PCM_CACHE_LINE)));
+
+extern struct pcm_heap *pcm_heaps __attribute__((visibility("hidden")));
+extern unsigned pcm_heap_count __attribute__((visibility("hidden")));
+
+/* Map and set up the heaps (start-up, single caller). False on ENOMEM. */
+bool pcm_heaps_init(unsigned count);
+
+/* The heap of the CPU the caller runs on now. */
+struct pcm_heap *pcm_heap_current(void);
+
+/* Cache empty: take objects from h's spans (or, if h's lock is busy,
+ * another heap's), return one and leave the rest in that heap's cache.
+ * NULL with errno == ENOMEM when memory is exhausted. */
+void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls) __attribute__((noinline, cold));
+
+/* Cache full: give some of h's cached objects of class cls back to their
+ * spans, then cache obj (an object of h's spans). */
+void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj) __attribute__((noinline, cold));
+
+/* Return every object on h's remote queue to its span (lock held). */
+void pcm_heap_drain_remote_locked(struct pcm_heap *h);
+
+bool pcm_heap_trylock(struct pcm_heap *h);
+void pcm_heap_unlock(struct pcm_heap *h);
+/* For fork: take (and give back) every heap's lock. */
+void pcm_heaps_lock_all(void);
+void pcm_heaps_unlock_all(void);
+
+#endif

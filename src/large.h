@@ -1,0 +1,42 @@
+/*
+ * large.h - objects above PCM_SMALL_MAX: each on a mapping of its own,
+ * starting on a segment boundary so the segment map finds its header.
+ *
+ * The header sits at the start of the mapping; the object starts at the
+ * first multiple of its alignment (at least a page) after it.  realloc
+ * grows a large object with mremap - in place if the pages above are free,
+ * else moved without copying - and grows the mapping geometrically, so a
+ * string appended to 4 KiB at a time costs amortised O(1) per step.
+ * Freed mappings wait in a small cache (a few slots, bounded in bytes) so
+ * a program that allocates and frees big buffers in a loop does not pay
+ * an mmap and munmap each time.
+ */
+#ifndef PCM_LARGE_H
+#define PCM_LARGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "atomic.h"
+
+struct pcm_large {
+    pcm_word_t kind;   /* PCM_KIND_LARGE */
+    void *object;      /* the pointer handed out; NULL while cached */
+    size_t map_bytes;  /* the whole mapping, header included */
+};
+
+/* zeroed: the caller needs zeros (calloc); a reused mapping is cleared,
+ * a fresh one already is. */
+void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed);
+/* Bytes usable from the object to the end of its mapping. */
+size_t pcm_large_usable(const struct pcm_large *large);
+/* `call` names the API function for the error message. */
+void pcm_large_free(struct pcm_large *large, void *p, const char *call);
+/* realloc of a large object; NULL (errno ENOMEM) leaves it as it was. */
+void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size);
+/* Unmap every cached mapping; true if there was any. */
+bool pcm_large_cache_trim(void);
+/* Check p is the live object of this header, else report and abort. */
+void pcm_large_check(struct pcm_large *large, void *p, const char *call);
+
+#endif

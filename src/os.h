@@ -1,0 +1,117 @@
+/*
+ * os.h - the platform layer: every request pcmalloc makes of the kernel.
+ *
+ * The rest of the allocator gets address space, CPU numbers and the
+ * environment only through these functions, so a port to another kernel
+ * replaces one file (os_linux.c).  None of them calls malloc or stdio,
+ * takes a lock or uses thread-local storage beyond errno: they run inside
+ * malloc, before constructors and inside ld.so's early calls.
+ *
+ * Errors: functions that return memory return NULL on failure (never
+ * MAP_FAILED) with errno == ENOMEM, which is what malloc must report.
+ */
+#ifndef PCM_OS_H
+#define PCM_OS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Anonymous private read/write memory, zero-filled, page-aligned.  NULL
+ * and errno == ENOMEM on failure (also for bytes == 0). */
+void *pcm_os_map(size_t bytes);
+
+/*
+ * The same, starting at a multiple of `alignment` (a power of two; at or
+ * below the page size this is pcm_os_map).  Maps bytes + alignment - page
+ * and unmaps the unaligned head and the tail beyond `bytes` (rounded up to
+ * pages), so no address space stays reserved beyond what was asked for.
+ * NULL and errno == ENOMEM on failure; errno == EINVAL, NULL when
+ * alignment is not a power of two (a caller bug).
+ */
+void *pcm_os_map_aligned(size_t bytes, size_t alignment);
+
+/* Give back a mapping or any page-aligned part of one.  p == NULL is a
+ * no-op.  Only for memory no other thread may still read: see decommit. */
+void pcm_os_unmap(void *p, size_t bytes);
+
+/*
+ * Release the physical pages behind [p, p + bytes) (page-aligned) but keep
+ * the range mapped: it reads as zeros afterwards and is repopulated on the
+ * next touch.  This, not unmap, is how memory that a concurrent lock-free
+ * pop may still read goes back to the OS: a stale read of it must never
+ * fault.  Returns false (errno set) if the kernel refused.
+ */
+bool pcm_os_decommit(void *p, size_t bytes);
+
+/* Resize a mapping made here, moving it if needed (mremap MREMAP_MAYMOVE);
+ * contents up to min(old, new) are kept.  Returns the new address, or NULL
+ * with errno == ENOMEM, in which case the old mapping is untouched. */
+void *pcm_os_remap(void *p, size_t old_bytes, size_t new_bytes);
+
+/* Grow or shrink a mapping without moving it (mremap without MAYMOVE):
+ * NULL + ENOMEM if the pages above it are taken. */
+void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes);
+
+/* Move a mapping onto `target` (page-aligned, new_bytes long, normally a
+ * reservation of ours, which it replaces), resized to new_bytes, without
+ * copying.  Returns target, or NULL + ENOMEM leaving both as they were. */
+void *pcm_os_remap_fixed(void *p, size_t old_bytes, size_t new_bytes, void *target);
+
+/* The kernel's page size (4 KiB on x86; 4, 16 or 64 KiB on arm64). */
+size_t pcm_os_page_size(void);
+
+/*
+ * How many per-CPU slots the allocator needs: one more than the highest
+ * *possible* CPU number (the kernel's nr_cpu_ids), from
+ * /sys/devices/system/cpu/possible ("0-7", "0,2-5", ...).  This is the
+ * count of possible CPUs when their numbers have no holes; with holes it
+ * is larger, because CPU numbers index per-CPU arrays.  Possible, not
+ * online: a CPU brought online later already has its slot.
+ * Fallbacks: if /sys cannot be read or parsed, one more than the highest
+ * CPU in this thread's affinity mask (sched_getaffinity, up to 1024
+ * CPUs); if that fails too, 1.  On the fallback paths a CPU number from
+ * pcm_os_current_cpu may exceed the count, so callers always reduce it.
+ * Reads files; meant for start-up, not the hot path.  errno is preserved.
+ */
+unsigned pcm_os_cpu_count(void);
+
+/* The parser behind pcm_os_cpu_count, exposed for its unit test: the
+ * highest CPU number in a kernel CPU list + 1, or 0 if text[0..len) is
+ * not a well-formed list (a trailing newline is allowed). */
+unsigned pcm_os_parse_cpu_list(const char *text, size_t len);
+
+/* The CPU this thread is running on now (sched_getcpu(), a few ns where
+ * glibc has rseq or the vDSO), or -1 if the kernel cannot say; errno is
+ * then whatever sched_getcpu left.  It may be stale by the time it is
+ * used: the thread can migrate at any instruction. */
+int pcm_os_current_cpu(void);
+
+/*
+ * getenv that works before libc's constructors have run and never
+ * allocates.  Returns the value (not to be modified) or NULL if unset.
+ *  - Normally `environ` is set (libc.so initialises it before any other
+ *    constructor runs) and is searched, so setenv/putenv changes are seen.
+ *  - When environ is NULL - a call from ld.so or a constructor that runs
+ *    before libc.so's own initialiser, an early static-binary call, or
+ *    after clearenv() - the environment the process was started with is
+ *    read once from /proc/self/environ into a static 16 KiB buffer.  Only
+ *    whole NAME=value entries within its first 16 KiB are seen (a cut
+ *    entry is dropped, never read half); without /proc the answer is NULL.
+ * The one-time read is not synchronised: it is meant for start-up, which
+ * is single-threaded or behind the caller's own once-guard.  errno is
+ * preserved.
+ */
+const char *pcm_os_getenv(const char *name);
+
+/*
+ * Test-only fault injection: after pcm_os_fail_after(n) with n >= 1, the
+ * n-th following mmap, mremap or madvise call made through this layer
+ * fails as if the kernel had said ENOMEM (n == 0 counts as 1); later calls
+ * succeed again.  n < 0 disables it (the default).  The counter is a plain
+ * static, not an atomic (src/ uses atomics only through atomic.h, and this
+ * is not worth one): set it while the process has a single thread.  When
+ * disabled it costs one load and a predictable branch per system call.
+ */
+void pcm_os_fail_after(long n);
+
+#endif

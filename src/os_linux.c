@@ -1,0 +1,341 @@
+/*
+ * os_linux.c - the platform layer (os.h) on Linux system calls.
+ *
+ * Must never happen here: a call to malloc or stdio (this runs inside
+ * malloc, before libc's constructors and from ld.so), a lock, static TLS,
+ * MAP_FAILED escaping to a caller, or munmap of memory that a lock-free
+ * reader may still touch (that is what pcm_os_decommit is for).
+ */
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- test-only fault injection ---- */
+
+/* -1: disabled; n > 0: the n-th next system call fails.  A plain static
+ * (see os.h): tests set it while single-threaded. */
+static long pcm_os_fail_countdown = -1;
+
+void pcm_os_fail_after(long n)
+{
+    pcm_os_fail_countdown = n < 0 ? -1 : n == 0 ? 1 : n;
+}
+
+__attribute__((noinline, cold)) static bool pcm_os_inject_slow(void)
+{
+    if (--pcm_os_fail_countdown > 0)
+        return false;
+    pcm_os_fail_countdown = -1; /* fail once, then recover */
+    errno = ENOMEM;
+    return true;
+}
+
+/* True if this system call is to fail (errno already set). */
+static inline bool pcm_os_inject(void)
+{
+    if (__builtin_expect(pcm_os_fail_countdown < 0, 1))
+        return false;
+    return pcm_os_inject_slow();
+}
+
+/* ---- address space ---- */
+
+size_t pcm_os_page_size(void)
+{
+    /* glibc answers from the auxiliary vector: no system call, usable
+     * before libc's constructors. */
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (size_t)page : 4096;
+}
+
+void *pcm_os_map(size_t bytes)
+{
+    if (bytes == 0 || pcm_os_inject()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        /* mmap may say EINVAL for an absurd length: malloc reports ENOMEM. */
+        errno = ENOMEM;
+        return NULL;
+    }
+    return p;
+}
+
+void *pcm_os_map_aligned(size_t bytes, size_t alignment)
+{
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t page = pcm_os_page_size();
+    if (alignment <= page)
+        return pcm_os_map(bytes);
+    if (bytes == 0 || bytes > SIZE_MAX - page) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    bytes = (bytes + page - 1) & ~(page - 1);
+    /* Any mapping of bytes + alignment - page holds an aligned run of
+     * `bytes`: mmap returns a page-aligned start, so at most
+     * alignment - page bytes precede the first aligned address. */
+    size_t slack = alignment - page;
+    if (bytes > SIZE_MAX - slack) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *raw = pcm_os_map(bytes + slack);
+    if (!raw)
+        return NULL;
+    char *aligned = (char *)(((uintptr_t)raw + alignment - 1) & ~(uintptr_t)(alignment - 1));
+    size_t head = (size_t)(aligned - raw);
+    size_t tail = slack - head;
+    /* If a trim fails (only when the process hits vm.max_map_count), the
+     * pages stay mapped and unused: address space lost, nothing broken. */
+    if (head)
+        munmap(raw, head);
+    if (tail)
+        munmap(aligned + bytes, tail);
+    return aligned;
+}
+
+void pcm_os_unmap(void *p, size_t bytes)
+{
+    if (p && bytes)
+        munmap(p, bytes);
+}
+
+bool pcm_os_decommit(void *p, size_t bytes)
+{
+    if (pcm_os_inject())
+        return false;
+    /* MADV_DONTNEED, not MADV_FREE: on a private anonymous mapping it
+     * drops the pages at once and the range reads as zeros, which callers
+     * rely on; MADV_FREE leaves old contents readable until reclaim and
+     * keeps them counted in RSS. */
+    return madvise(p, bytes, MADV_DONTNEED) == 0;
+}
+
+void *pcm_os_remap(void *p, size_t old_bytes, size_t new_bytes)
+{
+    if (new_bytes == 0 || pcm_os_inject()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return q;
+}
+
+/* mremap without MAYMOVE: grows only if the pages above are free, so the
+ * mapping keeps its address (and its alignment). */
+void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes)
+{
+    if (new_bytes == 0 || pcm_os_inject()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *q = mremap(p, old_bytes, new_bytes, 0);
+    if (q == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return q;
+}
+
+/* MAYMOVE | FIXED: the kernel moves the pages onto `target`, replacing
+ * whatever was mapped there (a reservation of ours) - no copy. */
+void *pcm_os_remap_fixed(void *p, size_t old_bytes, size_t new_bytes, void *target)
+{
+    if (new_bytes == 0 || pcm_os_inject()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+    if (q == MAP_FAILED) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return q;
+}
+
+/* ---- CPUs ---- */
+
+/* Largest CPU number accepted from a list; keeps the arithmetic far from
+ * overflow (Linux's NR_CPUS tops out at 8192). */
+#define PCM_OS_CPU_NUMBER_MAX (1u << 20)
+
+unsigned pcm_os_parse_cpu_list(const char *text, size_t len)
+{
+    const char *p = text, *end = text + len;
+    if (end > p && end[-1] == '\n')
+        end--;
+    if (p == end)
+        return 0;
+    unsigned highest = 0;
+    for (;;) {
+        /* One item: N or N-M. */
+        unsigned range[2] = {0, 0};
+        for (int i = 0; i < 2; i++) {
+            if (p == end || *p < '0' || *p > '9')
+                return 0;
+            unsigned v = 0;
+            for (; p < end && *p >= '0' && *p <= '9'; p++) {
+                v = v * 10 + (unsigned)(*p - '0');
+                if (v > PCM_OS_CPU_NUMBER_MAX)
+                    return 0;
+            }
+            range[i] = v;
+            if (i == 0) {
+                range[1] = v;
+                if (p == end || *p != '-')
+                    break;
+                p++;
+            }
+        }
+        if (range[1] < range[0])
+            return 0;
+        if (range[1] + 1 > highest)
+            highest = range[1] + 1;
+        if (p == end)
+            return highest;
+        if (*p != ',')
+            return 0;
+        p++;
+    }
+}
+
+/* Read up to cap bytes of a small file with raw system calls (no stdio:
+ * it allocates).  Returns the byte count, or -1 if it could not be opened
+ * or read.  Returns cap when the file may be longer than cap. */
+static long pcm_os_read_file(const char *path, char *buf, size_t cap)
+{
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    while (len < cap) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            close(fd);
+            return -1;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    return (long)len;
+}
+
+unsigned pcm_os_cpu_count(void)
+{
+    int saved_errno = errno;
+    unsigned count = 0;
+
+    char text[512];
+    long len = pcm_os_read_file("/sys/devices/system/cpu/possible", text, sizeof text);
+    if (len > 0 && (size_t)len < sizeof text) /* a full buffer may be cut: distrust it */
+        count = pcm_os_parse_cpu_list(text, (size_t)len);
+
+    if (count == 0) {
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) {
+            for (unsigned cpu = CPU_SETSIZE; cpu > 0; cpu--) {
+                if (CPU_ISSET(cpu - 1, &set)) {
+                    count = cpu;
+                    break;
+                }
+            }
+        }
+    }
+
+    errno = saved_errno;
+    return count ? count : 1;
+}
+
+int pcm_os_current_cpu(void)
+{
+    int cpu = sched_getcpu();
+    return cpu >= 0 ? cpu : -1;
+}
+
+/* ---- environment ---- */
+
+#define PCM_OS_ENV_BYTES 16384
+
+/* The exec-time environment, NUL-separated entries, for when environ is
+ * NULL.  Written once (see os.h: start-up only). */
+static char pcm_os_env_text[PCM_OS_ENV_BYTES];
+static size_t pcm_os_env_len;
+static bool pcm_os_env_loaded;
+
+static void pcm_os_env_load(void)
+{
+    long len = pcm_os_read_file("/proc/self/environ", pcm_os_env_text, sizeof pcm_os_env_text);
+    size_t keep = len > 0 ? (size_t)len : 0;
+    /* Keep only whole entries: cut back to just after the last NUL, so a
+     * value cut at the buffer's end is dropped rather than read short
+     * (PCMALLOC_CPUS=12 must not become PCMALLOC_CPUS=1). */
+    if (keep == sizeof pcm_os_env_text || (keep && pcm_os_env_text[keep - 1] != '\0')) {
+        while (keep && pcm_os_env_text[keep - 1] != '\0')
+            keep--;
+    }
+    pcm_os_env_len = keep;
+    pcm_os_env_loaded = true;
+}
+
+/* If entry is "name=value", the value, else NULL. */
+static const char *pcm_os_env_match(const char *entry, const char *name)
+{
+    while (*name && *entry == *name) {
+        entry++;
+        name++;
+    }
+    return *name == '\0' && *entry == '=' ? entry + 1 : NULL;
+}
+
+const char *pcm_os_getenv(const char *name)
+{
+    if (!name || !*name)
+        return NULL;
+    char **env = environ;
+    if (env) {
+        for (; *env; env++) {
+            const char *value = pcm_os_env_match(*env, name);
+            if (value)
+                return value;
+        }
+        return NULL;
+    }
+
+    if (!pcm_os_env_loaded) {
+        int saved_errno = errno;
+        pcm_os_env_load();
+        errno = saved_errno;
+    }
+    for (size_t at = 0; at < pcm_os_env_len;) {
+        const char *entry = pcm_os_env_text + at;
+        const char *value = pcm_os_env_match(entry, name);
+        if (value)
+            return value;
+        while (at < pcm_os_env_len && pcm_os_env_text[at] != '\0')
+            at++;
+        at++; /* past the NUL */
+    }
+    return NULL;
+}

@@ -1,0 +1,101 @@
+/*
+ * percpu_cache.h - the per-CPU pop and push: the whole fast path of
+ * malloc and free, behind an interface small enough that a restartable-
+ * sequence version can replace this one without touching anything else.
+ *
+ * A cache is a LIFO of free objects of one size class, all from spans of
+ * the heap that owns the cache.  Any thread may act on any cache at any
+ * instruction - it may be preempted or migrated between reading the CPU
+ * number and using that CPU's cache - so every change is one double-width
+ * CAS of (top, tag).
+ *
+ * Invariants:
+ *   - top == 0, or top is a free object whose word 0 is the next object
+ *     (0 at the bottom) and whose word 1 is mark(top) | depth(top), depth
+ *     counting the objects from it to the bottom (1 for the bottom one);
+ *   - tag grows by one with every successful change.
+ * Why ABA cannot hurt: a pop reads next = top->next and then CASes
+ * (top, tag) -> (next, tag + 1).  If top was popped and pushed back in
+ * between, next may be stale - but the tag has moved on, so the CAS fails
+ * and no stale next is ever installed.  The read itself can land in an
+ * object already handed out: segments are never unmapped, so it cannot
+ * fault, and the value is discarded with the failed CAS.  The same holds
+ * for the depth read from top by a push.
+ *
+ * Cost: one cas2 for each pop and push (lock cmpxchg16b on x86_64).
+ */
+#ifndef PCM_PERCPU_CACHE_H
+#define PCM_PERCPU_CACHE_H
+
+#include "atomic.h"
+#include "free_mark.h"
+
+static inline pcm_word_t pcm_cache_depth_of(pcm_word_t top)
+{
+    return top ? pcm_load_relaxed((volatile pcm_word_t *)pcm_object_word1((void *)top)) & PCM_DEPTH_MASK
+               : 0;
+}
+
+/* An object, or NULL when the cache is empty. */
+static inline void *pcm_cache_pop(volatile pcm_pair_t *cache)
+{
+    pcm_pair_t seen = pcm_pair_load_torn(cache);
+    for (;;) {
+        if (!seen.half.ptr)
+            return NULL;
+        pcm_word_t next = pcm_load_relaxed((volatile pcm_word_t *)seen.half.ptr);
+        if (pcm_cas2_acq_rel(cache, &seen, pcm_pair_make(next, seen.half.tag + 1)))
+            return (void *)seen.half.ptr;
+    }
+}
+
+/* Push obj unless the cache already holds `limit` objects (then false,
+ * and the caller flushes).  limit <= PCM_DEPTH_MASK. */
+static inline bool pcm_cache_push(volatile pcm_pair_t *cache, void *obj, pcm_word_t limit)
+{
+    pcm_word_t *word = obj;
+    pcm_word_t mark = pcm_free_mark(obj);
+    pcm_pair_t seen = pcm_pair_load_torn(cache);
+    for (;;) {
+        pcm_word_t depth = pcm_cache_depth_of(seen.half.ptr);
+        if (depth >= limit)
+            return false;
+        word[0] = seen.half.ptr;
+        word[1] = mark | (depth + 1);
+        /* release (in acq_rel): the words above are visible to a popper */
+        if (pcm_cas2_acq_rel(cache, &seen, pcm_pair_make((pcm_word_t)obj, seen.half.tag + 1)))
+            return true;
+    }
+}
+
+/* Take every object at once; returns the chain (linked by word 0). */
+static inline void *pcm_cache_take_all(volatile pcm_pair_t *cache)
+{
+    pcm_pair_t seen = pcm_pair_load_torn(cache);
+    while (seen.half.ptr && !pcm_cas2_acq_rel(cache, &seen, pcm_pair_make(0, seen.half.tag + 1)))
+        ;
+    return (void *)seen.half.ptr;
+}
+
+/* Push a private chain first..last (linked by word 0, `count` objects)
+ * with one CAS; the depths are rewritten for the top it lands on. */
+static inline void pcm_cache_push_chain(volatile pcm_pair_t *cache, void *first, void *last, pcm_word_t count)
+{
+    pcm_pair_t seen = pcm_pair_load_torn(cache);
+    for (;;) {
+        pcm_word_t below = pcm_cache_depth_of(seen.half.ptr);
+        if (below + count > PCM_DEPTH_MASK)
+            below = PCM_DEPTH_MASK - count; /* saturate: depth is only a bound */
+        pcm_word_t depth = below + count;
+        for (pcm_word_t *obj = first;; obj = (pcm_word_t *)obj[0]) {
+            obj[1] = pcm_free_mark(obj) | depth--;
+            if (obj == last)
+                break;
+        }
+        ((pcm_word_t *)last)[0] = seen.half.ptr;
+        if (pcm_cas2_acq_rel(cache, &seen, pcm_pair_make((pcm_word_t)first, seen.half.tag + 1)))
+            return;
+    }
+}
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * preload.c - the interposition layer: the one file that exports the
+ * standard allocation names, so that LD_PRELOAD=libpcmalloc.so (or linking
+ * -lpcmalloc) routes every malloc of the process - libc's, ld.so's after
+ * start-up, libstdc++'s operator new - to pcmalloc.  Each is a tail call
+ * to its pcm_* twin (bound inside the library by -Bsymbolic-functions).
+ * Also here: the fork handlers and the report at exit.
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "pcmalloc.h"
+
+#include "heap.h"
+#include "init.h"
+#include "stats.h"
+
+#define PCM_EXPORT __attribute__((visibility("default")))
+
+PCM_EXPORT void *malloc(size_t size)
+{
+    return pcm_malloc(size);
+}
+
+PCM_EXPORT void free(void *p)
+{
+    pcm_free(p);
+}
+
+PCM_EXPORT void *calloc(size_t count, size_t size)
+{
+    return pcm_calloc(count, size);
+}
+
+PCM_EXPORT void *realloc(void *p, size_t size)
+{
+    return pcm_realloc(p, size);
+}
+
+PCM_EXPORT void *reallocarray(void *p, size_t count, size_t size)
+{
+    return pcm_reallocarray(p, count, size);
+}
+
+PCM_EXPORT void *memalign(size_t alignment, size_t size)
+{
+    return pcm_memalign(alignment, size);
+}
+
+PCM_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
+{
+    return pcm_posix_memalign(out, alignment, size);
+}
+
+PCM_EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+    return pcm_aligned_alloc(alignment, size);
+}
+
+PCM_EXPORT void *valloc(size_t size)
+{
+    return pcm_valloc(size);
+}
+
+PCM_EXPORT void *pvalloc(size_t size)
+{
+    return pcm_pvalloc(size);
+}
+
+PCM_EXPORT size_t malloc_usable_size(void *p)
+{
+    return pcm_malloc_usable_size(p);
+}
+
+PCM_EXPORT void free_sized(void *p, size_t size)
+{
+    pcm_free_sized(p, size);
+}
+
+PCM_EXPORT void free_aligned_sized(void *p, size_t alignment, size_t size)
+{
+    pcm_free_aligned_sized(p, alignment, size);
+}
+
+PCM_EXPORT struct mallinfo mallinfo(void)
+{
+    return pcm_mallinfo();
+}
+
+PCM_EXPORT struct mallinfo2 mallinfo2(void)
+{
+    return pcm_mallinfo2();
+}
+
+PCM_EXPORT int malloc_trim(size_t pad)
+{
+    return pcm_malloc_trim(pad);
+}
+
+PCM_EXPORT void malloc_stats(void)
+{
+    pcm_malloc_stats();
+}
+
+PCM_EXPORT int mallopt(int param, int value)
+{
+    return pcm_mallopt(param, value);
+}
+
+/* fork: the child gets one thread, so a heap lock another thread held at
+ * the fork would stay taken forever there; take them all around it. */
+static void before_fork(void)
+{
+    if (pcm_load_acquire(&pcm_init_state) == PCM_INIT_DONE)
+        pcm_heaps_lock_all();
+}
+
+static void after_fork(void)
+{
+    if (pcm_load_acquire(&pcm_init_state) == PCM_INIT_DONE)
+        pcm_heaps_unlock_all();
+}
+
+__attribute__((constructor)) static void pcm_preload_start(void)
+{
+    pcm_ensure_init();
+    pthread_atfork(before_fork, after_fork, after_fork);
+}
+
+__attribute__((destructor)) static void pcm_preload_exit(void)
+{
+    if (pcm_opts.stats)
+        pcm_stats_print();
+}

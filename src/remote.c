@@ -1,0 +1,30 @@
+/*
+ * remote.c - pushing onto another heap's remote-free stack (remote.h).
+ * Lock-free; the only lock here is an optional try to help drain.
+ */
+#include "remote.h"
+
+#include "free_mark.h"
+
+void pcm_remote_free(struct pcm_heap *owner, void *obj)
+{
+    pcm_word_t *word = obj;
+    pcm_word_t mark = pcm_free_mark(obj);
+    pcm_word_t seen = pcm_load_relaxed(&owner->remote);
+    pcm_word_t depth;
+    do {
+        /* A racy hint: `seen` may already be drained and reused; any value
+         * read from it only decides whether to help drain. */
+        depth = seen ? (pcm_load_relaxed((volatile pcm_word_t *)seen + 1) & PCM_DEPTH_MASK) + 1 : 1;
+        if (depth > PCM_DEPTH_MASK)
+            depth = PCM_DEPTH_MASK;
+        word[0] = seen;
+        word[1] = mark | depth;
+        /* release: the object's words are written before it can be drained */
+    } while (!pcm_cas_release(&owner->remote, &seen, (pcm_word_t)obj));
+
+    if (depth >= PCM_REMOTE_HELP_DEPTH && pcm_heap_trylock(owner)) {
+        pcm_heap_drain_remote_locked(owner);
+        pcm_heap_unlock(owner);
+    }
+}

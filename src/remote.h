@@ -1,0 +1,27 @@
+/*
+ * remote.h - frees from other CPUs: a lock-free multi-producer stack per
+ * heap (heap->remote), pushed by any thread, drained whole by the owner.
+ *
+ * Invariant: remote == 0 or it is the top of a chain of free objects of
+ * the heap's spans, linked by word 0, each word 1 = mark | depth (depth is
+ * a hint: the number below it when it was pushed, read without a lock).
+ * Why ABA cannot hurt: the drain takes the whole chain with one swap and
+ * never looks at next pointers while others push; a push only links its
+ * object to whatever top it saw and succeeds only if that top is still
+ * the top - if the same object became top again in between, linking to it
+ * is still correct, because a push depends on the top's identity alone,
+ * never on the top's contents.
+ */
+#ifndef PCM_REMOTE_H
+#define PCM_REMOTE_H
+
+#include "heap.h"
+
+/* When a queue gets this deep, the pusher drains it itself if it can take
+ * the owner's lock: a CPU that stopped allocating never drains its own. */
+#define PCM_REMOTE_HELP_DEPTH 256u
+
+/* obj (of owner's spans) was freed on another CPU. */
+void pcm_remote_free(struct pcm_heap *owner, void *obj);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * segment.c - creating segments and cutting spans out of them.
+ * Every function here runs under the owner heap's lock (or on a segment no
+ * one else can see yet); nothing here calls malloc.
+ */
+#include "segment.h"
+
+#include <errno.h>
+
+#include "os.h"
+#include "segment_map.h"
+#include "stats.h"
+
+#define HEADER_PAGES ((sizeof(struct pcm_segment) + PCM_PAGE_SIZE - 1) >> PCM_PAGE_SHIFT)
+
+static bool page_is_used(const struct pcm_segment *s, size_t page)
+{
+    return (s->page_used[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
+}
+
+static void mark_pages(struct pcm_segment *s, size_t first, size_t count, bool used)
+{
+    for (size_t page = first; page < first + count; page++) {
+        pcm_word_t bit = (pcm_word_t)1 << (page % PCM_WORD_BITS);
+        if (used)
+            s->page_used[page / PCM_WORD_BITS] |= bit;
+        else
+            s->page_used[page / PCM_WORD_BITS] &= ~bit;
+    }
+}
+
+struct pcm_segment *pcm_segment_create(unsigned owner)
+{
+    struct pcm_segment *s = pcm_os_map_aligned(PCM_SEGMENT_SIZE, PCM_SEGMENT_SIZE);
+    if (!s)
+        return NULL;
+    s->kind = PCM_KIND_SEGMENT;
+    s->owner = owner;
+    s->header_pages = HEADER_PAGES;
+    s->free_pages = (uint32_t)(PCM_SEGMENT_PAGES - HEADER_PAGES);
+    mark_pages(s, 0, HEADER_PAGES, true);
+    if (!pcm_segment_map_set(s, PCM_SEGMENT_SIZE, s)) {
+        pcm_os_unmap(s, PCM_SEGMENT_SIZE);
+        errno = ENOMEM;
+        return NULL;
+    }
+    pcm_stats_segment_mapped(PCM_SEGMENT_SIZE);
+    return s;
+}
+
+/* First fit: segments hold few spans and this runs only when a bin has no
+ * span left, so a linear scan of 1024 bits is cheap enough. */
+struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, unsigned pages)
+{
+    if (s->free_pages < pages)
+        return NULL;
+    size_t run = 0;
+    for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES; page++) {
+        if (page_is_used(s, page)) {
+            run = 0;
+            continue;
+        }
+        if (++run < pages)
+            continue;
+        size_t first = page + 1 - pages;
+        mark_pages(s, first, pages, true);
+        s->free_pages -= pages;
+        struct pcm_span *span = &s->span[first];
+        for (size_t i = 1; i < pages; i++) {
+            span[i].first_offset = (uint32_t)i;
+            span[i].class_plus1 = (uint16_t)(cls + 1);
+        }
+        span->first_offset = 0;
+        span->class_plus1 = (uint16_t)(cls + 1);
+        span->owner = (uint16_t)s->owner;
+        span->object_size = (uint32_t)pcm_class_size(cls);
+        span->capacity = pcm_class_span_objects(cls);
+        span->start = (uintptr_t)s + (first << PCM_PAGE_SHIFT);
+        span->used = 0;
+        span->carved = 0;
+        span->pages = (uint16_t)pages;
+        span->listed = 0;
+        span->free = NULL;
+        span->prev = span->next = NULL;
+        return span;
+    }
+    return NULL;
+}
+
+void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
+{
+    size_t first = (size_t)(span - s->span);
+    for (size_t i = 0; i < span->pages; i++) {
+        span[i].class_plus1 = 0;
+        span[i].first_offset = 0;
+    }
+    mark_pages(s, first, span->pages, false);
+    s->free_pages += span->pages;
+}

@@ -1,0 +1,101 @@
+/*
+ * segment.h - segments and the spans carved from them.
+ *
+ * A segment is a PCM_SEGMENT_SIZE-aligned mapping owned by one per-CPU heap
+ * for its whole life.  Its first pages hold this header: a bitmap of the
+ * pages in use and one span descriptor per page.  A span is a run of pages
+ * holding objects of one size class; its first page's descriptor is the
+ * span, every other page's descriptor points back to it (first_offset), so
+ * pointer -> span is: segment = p & ~(SEGMENT_SIZE - 1), page index, one
+ * subtraction.  Segments are never unmapped (only decommitted): a stale
+ * read by a concurrent lock-free pop of memory in them must never fault.
+ *
+ * Who writes what:
+ *   - everything in a segment header and a span descriptor is written only
+ *     by a thread holding the owner heap's lock (heap.h);
+ *   - the fields marked [published] are set before the span's objects can
+ *     reach anyone and stay fixed while any of them is allocated, so the
+ *     free path of any thread reads them without the lock;
+ *   - the objects themselves: see heap.h for the lists they travel on.
+ *
+ * Span invariants (under the owner's lock):
+ *   capacity == used + |free list| + (capacity - carved)
+ *     used:    objects outside the span - in the application, a per-CPU
+ *              cache or a remote-free queue;
+ *     free:    objects returned to the span, linked through their word 0;
+ *     carved:  objects ever cut from the span's memory (bump allocation
+ *              keeps untouched pages uncommitted).
+ *   listed == (span is on its bin's partial list), and a span is on it iff
+ *   it can still give out an object (free list non-empty or carved <
+ *   capacity).
+ */
+#ifndef PCM_SEGMENT_H
+#define PCM_SEGMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "atomic.h"
+#include "layout.h"
+
+/* The first word of every owner found in the segment map. */
+enum pcm_owner_kind {
+    PCM_KIND_SEGMENT = 0x5E65u, /* a segment of small-object spans */
+    PCM_KIND_LARGE = 0x1A76u,   /* a large object's own mapping */
+};
+
+struct pcm_span {
+    /* [published] */
+    uint32_t first_offset; /* this descriptor - the span's first one */
+    uint16_t class_plus1;  /* 0: page not in a span (free, or the header) */
+    uint16_t owner;        /* heap index */
+    uint32_t object_size;
+    uint32_t capacity;
+    uintptr_t start;       /* address of object 0 */
+    /* owner's lock */
+    uint32_t used;
+    uint32_t carved;
+    uint16_t pages;
+    uint16_t listed;
+    void *free;
+    struct pcm_span *prev, *next; /* the bin's partial list */
+};
+
+#define PCM_WORD_BITS (sizeof(pcm_word_t) * 8)
+
+struct pcm_segment {
+    pcm_word_t kind;              /* PCM_KIND_SEGMENT */
+    uint32_t owner;               /* heap index */
+    uint32_t header_pages;
+    uint32_t free_pages;
+    struct pcm_segment *next;     /* the owner heap's segments */
+    pcm_word_t page_used[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
+    struct pcm_span span[PCM_SEGMENT_PAGES];
+};
+
+static inline struct pcm_segment *pcm_segment_of(const void *p)
+{
+    return (struct pcm_segment *)((uintptr_t)p & ~(uintptr_t)(PCM_SEGMENT_SIZE - 1));
+}
+
+/* The span holding p in segment s (class_plus1 == 0 if none). */
+static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
+{
+    struct pcm_span *page = &s->span[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT];
+    return page - page->first_offset;
+}
+
+/* A new segment for heap `owner`, registered in the segment map; NULL with
+ * errno == ENOMEM if the OS has no memory. */
+struct pcm_segment *pcm_segment_create(unsigned owner);
+
+/* Cut a span of `pages` pages for class cls from s; NULL if s has no run
+ * of that many free pages.  Caller holds the owner's lock. */
+struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, unsigned pages);
+
+/* Give a span's pages back to its segment for other spans (they stay
+ * committed: giving memory back to the OS after a delay is decay's job).
+ * Caller holds the owner's lock; the span has no object outside it. */
+void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * sizeclass.c - the table of small size classes and their spans.
+ *
+ * Must never happen here: anything computed at run time (the table is
+ * const data, ready before the first malloc, shared by all threads without
+ * a thought), or a change to one column without the rules below: the
+ * unit test re-derives every entry from them and fails on any difference.
+ *
+ * Class sizes: see sizeclass.h (16-byte steps to 128, then 8 per doubling).
+ *
+ * Span of a class of `size` bytes (4 KiB pages):
+ *   objects = min(8, max(1, 1 MiB / size))    -- 8 up to 128 KiB, 4..7 above
+ *   pages   = ceil(max(16 KiB, objects * size) / 4 KiB), then one more page
+ *             at a time while the tail (pages * 4 KiB mod size) exceeds
+ *             1/16 of the span.
+ * Why:
+ *   - >= 8 objects: one span refill serves several allocations, and a
+ *     tail is always smaller than one object, so with 8 or more objects it
+ *     is below 1/8 of the span before the tail rule even applies;
+ *   - >= 16 KiB: tiny classes get hundreds of objects (1024 of 16 B) per
+ *     refill, and the span metadata is amortised over them;
+ *   - <= 1 MiB (the cap): 8 objects of 256 KiB would make 2 MiB spans that
+ *     pin large parts of a segment for one busy object; above 128 KiB a
+ *     span holds as many whole objects as fit in 1 MiB (4 of 256 KiB).
+ *     Those classes are multiples of 16 KiB, so their tail is zero;
+ *   - tail <= 1/16 (6.25%), half the 12.5% rounding bound: for requests
+ *     above 128 bytes at least 15/16 * 8/9 = 83% of a span's bytes then
+ *     hold requested bytes, and the rule costs little: it grows only four
+ *     spans (of 1664, 2304, 2816 and 3328-byte objects) by one or two pages.
+ * The largest span is 256 pages (1 MiB); every span is a whole number of
+ * 4 KiB pages, at least 4.
+ * The entries below are the output of a throw-away script applying these
+ * rules; tests/unit/sizeclass.c applies them again and compares.
+ */
+#include "sizeclass.h"
+
+const struct pcm_size_class pcm_size_classes[PCM_CLASS_COUNT] = {
+    /* {size, span pages, span objects} */
+    /* 16 .. 128: 16-byte steps */
+    {16, 4, 1024}, {32, 4, 512}, {48, 4, 341}, {64, 4, 256}, {80, 4, 204}, {96, 4, 170},
+    {112, 4, 146}, {128, 4, 128},
+    /* (128, 256]: steps of 16 */
+    {144, 4, 113}, {160, 4, 102}, {176, 4, 93}, {192, 4, 85}, {208, 4, 78}, {224, 4, 73},
+    {240, 4, 68}, {256, 4, 64},
+    /* (256, 512]: steps of 32 */
+    {288, 4, 56}, {320, 4, 51}, {352, 4, 46}, {384, 4, 42}, {416, 4, 39}, {448, 4, 36},
+    {480, 4, 34}, {512, 4, 32},
+    /* (512, 1024]: steps of 64 */
+    {576, 4, 28}, {640, 4, 25}, {704, 4, 23}, {768, 4, 21}, {832, 4, 19}, {896, 4, 18},
+    {960, 4, 17}, {1024, 4, 16},
+    /* (1024, 2048]: steps of 128 */
+    {1152, 4, 14}, {1280, 4, 12}, {1408, 4, 11}, {1536, 4, 10}, {1664, 5, 12}, {1792, 4, 9},
+    {1920, 4, 8}, {2048, 4, 8},
+    /* (2048, 4096]: steps of 256 */
+    {2304, 6, 10}, {2560, 5, 8}, {2816, 7, 10}, {3072, 6, 8}, {3328, 9, 11}, {3584, 7, 8},
+    {3840, 8, 8}, {4096, 8, 8},
+    /* (4096, 8192]: steps of 512 */
+    {4608, 9, 8}, {5120, 10, 8}, {5632, 11, 8}, {6144, 12, 8}, {6656, 13, 8}, {7168, 14, 8},
+    {7680, 15, 8}, {8192, 16, 8},
+    /* (8192, 16384]: steps of 1024 */
+    {9216, 18, 8}, {10240, 20, 8}, {11264, 22, 8}, {12288, 24, 8}, {13312, 26, 8},
+    {14336, 28, 8}, {15360, 30, 8}, {16384, 32, 8},
+    /* (16384, 32768]: steps of 2048 */
+    {18432, 36, 8}, {20480, 40, 8}, {22528, 44, 8}, {24576, 48, 8}, {26624, 52, 8},
+    {28672, 56, 8}, {30720, 60, 8}, {32768, 64, 8},
+    /* (32768, 65536]: steps of 4096 */
+    {36864, 72, 8}, {40960, 80, 8}, {45056, 88, 8}, {49152, 96, 8}, {53248, 104, 8},
+    {57344, 112, 8}, {61440, 120, 8}, {65536, 128, 8},
+    /* (65536, 131072]: steps of 8192 */
+    {73728, 144, 8}, {81920, 160, 8}, {90112, 176, 8}, {98304, 192, 8}, {106496, 208, 8},
+    {114688, 224, 8}, {122880, 240, 8}, {131072, 256, 8},
+    /* (131072, 262144]: steps of 16384 */
+    {147456, 252, 7}, {163840, 240, 6}, {180224, 220, 5}, {196608, 240, 5}, {212992, 208, 4},
+    {229376, 224, 4}, {245760, 240, 4}, {262144, 256, 4},
+};

@@ -1,0 +1,88 @@
+/*
+ * sizeclass.h - size classes of small objects, and the spans that hold them.
+ *
+ * A request of 0 .. PCM_SMALL_MAX bytes is served from the smallest class
+ * at least that large; larger requests are "large" objects, mapped on
+ * their own elsewhere.  The classes (table in sizeclass.c):
+ *   - every class is a multiple of 16: every object is 16-byte aligned on
+ *     every arch (glibc's malloc aligns to 16 even on i386, and SSE code
+ *     relies on it);
+ *   - 16, 32, ..., 128 in steps of 16.  Between 64 and 128 this is coarser
+ *     than 12.5% (65 bytes get 80: 23%), but 16 bytes is the finest step
+ *     the alignment allows;
+ *   - above 128, eight classes per doubling: (2^k, 2^(k+1)] in steps of
+ *     2^k / 8, so a request r > 128 gets a class c with
+ *     (c - r) / r < 1/8: rounding waste under 12.5%;
+ *   - 96 classes, the last PCM_SMALL_MAX = 256 KiB.
+ * Nothing here allocates, locks, or loops over the table on the hot path.
+ */
+#ifndef PCM_SIZECLASS_H
+#define PCM_SIZECLASS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest small object; anything larger is a large object. */
+#define PCM_SMALL_MAX ((size_t)256 * 1024)
+/* 8 classes up to 128, then 8 per doubling from 128 to 256 KiB (11). */
+#define PCM_CLASS_COUNT 96u
+
+/*
+ * Span geometry (see sizeclass.c for why).  Span sizes are counted in
+ * 4 KiB units whatever the kernel's page size: the classes and the table
+ * are then the same on every build.  With 16 or 64 KiB kernel pages
+ * (some arm64 kernels), the span layer rounds decommits to real pages.
+ */
+#define PCM_SPAN_PAGE_BYTES 4096u
+/* A span is at least this large... */
+#define PCM_SPAN_MIN_BYTES (16u * 1024)
+/* ...holds at least this many objects, unless that exceeds the next... */
+#define PCM_SPAN_MIN_OBJECTS 8u
+/* ...size, where it holds as many whole objects as fit in it instead... */
+#define PCM_SPAN_CAP_BYTES (1024u * 1024)
+/* ...and its unused tail (span bytes mod object size) is at most
+ * span bytes / PCM_SPAN_TAIL_DIVISOR (6.25%). */
+#define PCM_SPAN_TAIL_DIVISOR 16u
+
+struct pcm_size_class {
+    uint32_t size;         /* object bytes, a multiple of 16 */
+    uint16_t span_pages;   /* span length in PCM_SPAN_PAGE_BYTES units */
+    uint16_t span_objects; /* span_pages * 4096 / size */
+};
+
+extern const struct pcm_size_class pcm_size_classes[PCM_CLASS_COUNT];
+
+/*
+ * The class of a request of `size` bytes, size <= PCM_SMALL_MAX (0 gets
+ * class 0).  O(1): for size in (2^k, 2^(k+1)] with k >= 7, s = size - 1
+ * has its top bit at k, and its next three bits (s >> (k - 3), 8..15)
+ * pick one of the doubling's eight classes.
+ */
+static inline unsigned pcm_size_class(size_t size)
+{
+    if (size <= 128)
+        return (unsigned)((size - (size != 0)) >> 4);
+    unsigned long s = (unsigned long)size - 1;
+    unsigned k = (unsigned)(sizeof(unsigned long) * 8 - 1) - (unsigned)__builtin_clzl(s);
+    return ((k - 7) << 3) + (unsigned)(s >> (k - 3));
+}
+
+/* Object bytes of class cls < PCM_CLASS_COUNT. */
+static inline size_t pcm_class_size(unsigned cls)
+{
+    return pcm_size_classes[cls].size;
+}
+
+/* 4 KiB pages in a span of class cls. */
+static inline size_t pcm_class_span_pages(unsigned cls)
+{
+    return pcm_size_classes[cls].span_pages;
+}
+
+/* Objects in a span of class cls (>= 4, >= 8 up to 128 KiB). */
+static inline unsigned pcm_class_span_objects(unsigned cls)
+{
+    return pcm_size_classes[cls].span_objects;
+}
+
+#endif

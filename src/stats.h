@@ -1,0 +1,31 @@
+/*
+ * stats.h - counters for PCMALLOC_STATS and malloc_stats().
+ *
+ * Global counters change only on slow paths (a segment or large mapping
+ * made or given back), by fetch-and-add; per-heap counters live in the
+ * heap and change under its lock.  The fast path counts nothing.
+ */
+#ifndef PCM_STATS_H
+#define PCM_STATS_H
+
+#include <stddef.h>
+
+#include "atomic.h"
+
+struct pcm_stats_totals {
+    pcm_word_t segments;        /* segments mapped (never unmapped) */
+    pcm_word_t large_objects;   /* large mappings made */
+    pcm_word_t large_bytes;     /* bytes in large mappings now */
+    pcm_word_t mapped_bytes;    /* segments + large mappings now */
+    pcm_word_t peak_mapped_bytes;
+};
+
+void pcm_stats_segment_mapped(size_t bytes);
+void pcm_stats_large_mapped(size_t bytes);
+void pcm_stats_large_unmapped(size_t bytes);
+void pcm_stats_totals_read(struct pcm_stats_totals *out);
+
+/* The report of PCMALLOC_STATS=1 and malloc_stats(), on stderr. */
+void pcm_stats_print(void);
+
+#endif
