@@ -56,9 +56,15 @@ HARNESS_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_SRC))
 # every other tests/<group>/<name>.c is a binary of its own.
 ARCH_TEST_SRC := $(sort $(wildcard tests/arch/*.c))
 ARCH_TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ARCH_TEST_SRC))
-UNIT_TEST_SRC := $(sort $(wildcard tests/unit/*.c))
-UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_TEST_SRC))
-TESTS := $(BUILD)/tests/arch $(UNIT_TESTS)
+# tests/<group>/<name>.c -> build/<ARCH>/tests/<group>_<name>, linked with
+# the allocator's objects (groups: unit, stress, misuse).
+GROUP_TEST_SRC := $(sort $(wildcard tests/unit/*.c tests/stress/*.c tests/misuse/*.c))
+GROUP_TESTS := $(foreach src,$(GROUP_TEST_SRC),$(BUILD)/tests/$(subst /,_,$(patsubst tests/%.c,%,$(src))))
+# tests/preload/<name>.c -> build/<ARCH>/preload/<name>: plain programs that
+# the runner starts with LD_PRELOAD=libpcmalloc.so.
+PRELOAD_TEST_SRC := $(sort $(wildcard tests/preload/*.c))
+PRELOAD_TESTS := $(patsubst tests/preload/%.c,$(BUILD)/preload/%,$(PRELOAD_TEST_SRC))
+TESTS := $(BUILD)/tests/arch $(GROUP_TESTS) $(PRELOAD_TESTS)
 
 # The K6 program: the same arch tests, no libc, raw system calls.
 K6_SRC := tests/harness/harness.c tests/harness/platform_freestanding_x86.c \
@@ -102,9 +108,16 @@ $(BUILD)/tests/arch: $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS)
 
-$(BUILD)/tests/unit_%: $(BUILD)/obj/tests/unit/%.o $(HARNESS_OBJ) $(CORE_OBJ)
+define group_test_rule
+$(BUILD)/tests/$(1)_%: $(BUILD)/obj/tests/$(1)/%.o $(HARNESS_OBJ) $(CORE_OBJ)
+	@mkdir -p $$(dir $$@)
+	$$(CC) -o $$@ $$< $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS) -ldl
+endef
+$(foreach group,unit stress misuse,$(eval $(call group_test_rule,$(group))))
+
+$(BUILD)/preload/%: $(BUILD)/obj/tests/preload/%.o $(HARNESS_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS)
+	$(CC) -o $@ $< $(HARNESS_OBJ) $(LIBS) -ldl
 
 $(BUILD)/k6/arch_freestanding: $(K6_SRC) $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)

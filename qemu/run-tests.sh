@@ -53,21 +53,37 @@ record() {
     fi
 }
 
+# run_suite SUITE RUNNER PRELOAD_RUNNER: every test binary under RUNNER,
+# every preload program under PRELOAD_RUNNER (RUNNER with libpcmalloc.so
+# preloaded into the program, not into qemu).  Word-split on purpose.
 run_suite() {
-    local suite=$1
-    shift
+    local suite=$1 runner=$2 preload_runner=$3 binary
     for binary in "$build"/tests/*; do
-        [ -x "$binary" ] && run_binary "$suite" "$binary" "$@"
+        [ -x "$binary" ] && run_binary "$suite" "$binary" $runner
+    done
+    for binary in "$build"/preload/*; do
+        [ -x "$binary" ] && run_binary "$suite" "$binary" $preload_runner
     done
 }
 
+lib=$(cd "$build" && pwd)/libpcmalloc.so
+shopt -s nullglob
+
 case "$arch" in
 x86_64 | generic)
-    run_suite "$arch" env
+    run_suite "$arch" env "env LD_PRELOAD=$lib"
+    # Real programs of the host (python3, perl, sort, gcc) under LD_PRELOAD:
+    # only where the build is the host's own architecture.
+    if [ "$arch" = x86_64 ]; then
+        for script in tests/programs/*.sh; do
+            [ "$(basename "$script")" = lib.sh ] || run_binary programs "$script" env PCM_LIB="$lib" bash
+        done
+    fi
     ;;
 x86)
     sysroot=/usr/i686-linux-gnu
-    run_suite i386 env QEMU_LD_PREFIX=$sysroot qemu-i386
+    qemu="env QEMU_LD_PREFIX=$sysroot qemu-i386"
+    run_suite i386 "$qemu" "$qemu -E LD_PRELOAD=$lib"
     # Debian's i386 libc uses cmov, so the K6-class run is libc-free.
     run_binary k6 "$build/k6/arch_freestanding" qemu-i386 -cpu pentium
     echo "== [k6] cmov canary under qemu-i386 -cpu pentium (must die with SIGILL)"
@@ -86,8 +102,10 @@ x86)
     ;;
 arm64)
     sysroot=/usr/aarch64-linux-gnu
-    run_suite a57-llsc env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=llsc qemu-aarch64 -cpu cortex-a57
-    run_suite max-lse env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=lse qemu-aarch64 -cpu max
+    for cpu in cortex-a57:llsc max:lse; do
+        qemu="env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=${cpu#*:} qemu-aarch64 -cpu ${cpu%:*}"
+        run_suite "${cpu%:*}-${cpu#*:}" "$qemu" "$qemu -E LD_PRELOAD=$lib"
+    done
     ;;
 *)
     echo "run-tests.sh: unknown ARCH $arch" >&2

@@ -8,6 +8,7 @@ packages=(
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu  # ARCH=arm64
     qemu-user                              # running the cross builds' tests
     coreutils findutils gawk               # the test runner (timeout, find, awk)
+    python3 perl                           # real programs run under LD_PRELOAD
 )
 missing=()
 for p in "${packages[@]}"; do

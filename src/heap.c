@@ -18,6 +18,7 @@
 
 struct pcm_heap *pcm_heaps;
 unsigned pcm_heap_count;
+int pcm_fault_duplicate_refill;
 
 /* A cache holds up to 64 KiB of one class, and at least 4 objects (at most
  * 1024); a refill moves up to half that, at most 64 objects. */
@@ -225,6 +226,11 @@ static void *refill_locked(struct pcm_heap *h, unsigned cls)
         return NULL;
     h->stats.refills++;
     h->stats.served[cls] += count;
+    if (__builtin_expect(pcm_fault_duplicate_refill, 0) && count > 1) {
+        last[0] = (pcm_word_t)first; /* first is also cached: handed out twice */
+        last = first;
+        count++;
+    }
     if (count > 1)
         pcm_cache_push_chain(&bin->cache, (void *)first[0], last, count - 1);
     return first;

@@ -67,6 +67,13 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj) __attribute
 /* Return every object on h's remote queue to its span (lock held). */
 void pcm_heap_drain_remote_locked(struct pcm_heap *h);
 
+/* Test-only fault (see tests/stress): while non-zero, every refill puts
+ * its first object into the cache as well as returning it, so the object
+ * is handed out twice - a deliberately broken free list that the stress
+ * tests must catch.  Read only on the refill path.  Never set in a
+ * release build's normal run: nothing but a test writes it. */
+extern int pcm_fault_duplicate_refill __attribute__((visibility("hidden")));
+
 bool pcm_heap_trylock(struct pcm_heap *h);
 void pcm_heap_unlock(struct pcm_heap *h);
 /* For fork: take (and give back) every heap's lock. */

@@ -11,6 +11,7 @@
 #include "heap.h"
 #include "message.h"
 #include "os.h"
+#include "stats.h"
 
 volatile pcm_word_t pcm_init_state;
 struct pcm_options pcm_opts;
@@ -55,6 +56,8 @@ void pcm_init_slow(void)
     if (error)
         pcm_fatal("%s", without_prefix(error));
     pcm_options_load(&pcm_opts);
+    if (pcm_opts.stats)
+        pcm_stats_keep_stderr();
     pcm_free_secret = random_secret();
     unsigned heaps = pcm_opts.cpus ? pcm_opts.cpus : pcm_os_cpu_count();
     if (!pcm_heaps_init(heaps))

@@ -19,12 +19,12 @@
 
 static const char pcm_message_prefix[] = "pcmalloc: ";
 
-/* Write all of buf to fd 2.  A partial write continues where it stopped,
+/* Write all of buf to fd.  A partial write continues where it stopped,
  * EINTR retries; any other error gives up (stderr is closed or full). */
-static void pcm_message_write(const char *buf, size_t len)
+static void pcm_message_write(int fd, const char *buf, size_t len)
 {
     while (len) {
-        ssize_t n = write(2, buf, len);
+        ssize_t n = write(fd, buf, len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
@@ -34,7 +34,7 @@ static void pcm_message_write(const char *buf, size_t len)
     }
 }
 
-static void pcm_message_v(const char *fmt, va_list ap)
+static void pcm_message_v(int fd, const char *fmt, va_list ap)
 {
     char buf[PCM_MESSAGE_MAX];
     size_t len = 0;
@@ -55,7 +55,7 @@ static void pcm_message_v(const char *fmt, va_list ap)
     }
     if (buf[len - 1] != '\n')
         buf[len++] = '\n';
-    pcm_message_write(buf, len);
+    pcm_message_write(fd, buf, len);
 }
 
 void pcm_message(const char *fmt, ...)
@@ -63,7 +63,17 @@ void pcm_message(const char *fmt, ...)
     int saved_errno = errno;
     va_list ap;
     va_start(ap, fmt);
-    pcm_message_v(fmt, ap);
+    pcm_message_v(2, fmt, ap);
+    va_end(ap);
+    errno = saved_errno;
+}
+
+void pcm_message_to(int fd, const char *fmt, ...)
+{
+    int saved_errno = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    pcm_message_v(fd, fmt, ap);
     va_end(ap);
     errno = saved_errno;
 }
@@ -72,7 +82,7 @@ void pcm_fatal(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    pcm_message_v(fmt, ap);
+    pcm_message_v(2, fmt, ap);
     va_end(ap);
     abort();
 }

@@ -21,6 +21,9 @@
  */
 void pcm_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The same on another descriptor (the statistics' copy of stderr). */
+void pcm_message_to(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* pcm_message, then abort(). */
 _Noreturn void pcm_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), cold));
 

@@ -4,6 +4,8 @@
  */
 #include "stats.h"
 
+#include <fcntl.h>
+
 #include "heap.h"
 #include "message.h"
 #include "options.h"
@@ -49,17 +51,26 @@ void pcm_stats_totals_read(struct pcm_stats_totals *out)
     out->peak_mapped_bytes = pcm_load_relaxed(&totals.peak_mapped_bytes);
 }
 
+int pcm_stats_fd = 2;
+
+void pcm_stats_keep_stderr(void)
+{
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (fd >= 0)
+        pcm_stats_fd = fd;
+}
+
 void pcm_stats_print(void)
 {
     struct pcm_stats_totals t;
     pcm_stats_totals_read(&t);
-    pcm_message("stats: %s build, %u per-CPU heaps", PCM_ARCH_NAME, pcm_heap_count);
-    pcm_message("stats: %lu segments, %lu large mappings made, %lu KiB mapped now, %lu KiB at peak",
+    pcm_message_to(pcm_stats_fd, "stats: %s build, %u per-CPU heaps", PCM_ARCH_NAME, pcm_heap_count);
+    pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings made, %lu KiB mapped now, %lu KiB at peak",
                 (unsigned long)t.segments, (unsigned long)t.large_objects,
                 (unsigned long)(t.mapped_bytes >> 10), (unsigned long)(t.peak_mapped_bytes >> 10));
     if (!pcm_heaps)
         return;
-    pcm_message("stats: %8s %12s %12s", "class", "served", "returned");
+    pcm_message_to(pcm_stats_fd, "stats: %8s %12s %12s", "class", "served", "returned");
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         unsigned long served = 0, returned = 0;
         for (unsigned h = 0; h < pcm_heap_count; h++) {
@@ -67,14 +78,14 @@ void pcm_stats_print(void)
             returned += pcm_heaps[h].stats.returned[c];
         }
         if (served)
-            pcm_message("stats: %8zu %12lu %12lu", pcm_class_size(c), served, returned);
+            pcm_message_to(pcm_stats_fd, "stats: %8zu %12lu %12lu", pcm_class_size(c), served, returned);
     }
-    pcm_message("stats: %6s %10s %10s %12s %10s %10s", "heap", "refills", "flushes", "remote frees",
+    pcm_message_to(pcm_stats_fd, "stats: %6s %10s %10s %12s %10s %10s", "heap", "refills", "flushes", "remote frees",
                 "spans+", "spans-");
     for (unsigned h = 0; h < pcm_heap_count; h++) {
         const struct pcm_heap_stats *s = &pcm_heaps[h].stats;
         if (s->refills || s->remote_drained)
-            pcm_message("stats: %6u %10lu %10lu %12lu %10lu %10lu", h, (unsigned long)s->refills,
+            pcm_message_to(pcm_stats_fd, "stats: %6u %10lu %10lu %12lu %10lu %10lu", h, (unsigned long)s->refills,
                         (unsigned long)s->flushes, (unsigned long)s->remote_drained,
                         (unsigned long)s->spans_created, (unsigned long)s->spans_released);
     }

@@ -25,6 +25,12 @@ void pcm_stats_large_mapped(size_t bytes);
 void pcm_stats_large_unmapped(size_t bytes);
 void pcm_stats_totals_read(struct pcm_stats_totals *out);
 
+/* Where the report goes: stderr, or the copy of it that
+ * pcm_stats_keep_stderr made at start-up - programs such as sort(1) close
+ * stderr before the library destructors that print the report at exit. */
+extern int pcm_stats_fd __attribute__((visibility("hidden")));
+void pcm_stats_keep_stderr(void);
+
 /* The report of PCMALLOC_STATS=1 and malloc_stats(), on stderr. */
 void pcm_stats_print(void);
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# perl's string append: $y .= "." x 4096, 350 times a round - the
+# realloc(p, size += 4096) workload.
+. "$(dirname "$0")/lib.sh"
+compare_run perl-string-append perl -e '
+    my $sum = 0;
+    for my $round (1 .. 200) { my $y = ""; $y .= "." x 4096 for 1 .. 350; $sum += length $y; }
+    print "$sum\n";'
+finish
