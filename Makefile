@@ -4,6 +4,7 @@
 #   make ARCH=x86|x86_64|arm64|generic [CROSS_COMPILE=prefix-]
 #   make test [ARCH=...]       that build's tests (cross builds under qemu-user)
 #   make test-all              every architecture, one summary line at the end
+#   make run                   real programs with pcmalloc preloaded, vs glibc
 #   make deps                  install (apt-get) what building and testing need
 
 HOST_MACHINE := $(shell uname -m)
@@ -73,7 +74,7 @@ K6_SRC := tests/harness/harness.c tests/harness/platform_freestanding_x86.c \
 K6_CFLAGS := -std=c11 -O2 $(WARN) -march=i586 -mtune=k6 -ffreestanding -fno-stack-protector \
              -fno-pie -no-pie -static -nostdlib -Isrc -Iarch/x86 -Itests/harness
 
-.PHONY: all lib tests test test-all deps clean
+.PHONY: all lib tests test test-all deps clean run
 all: lib tests
 
 lib: $(BUILD)/libpcmalloc.so $(BUILD)/libpcmalloc.a
@@ -140,6 +141,10 @@ test-all:
 	-@for arch in x86_64 x86 arm64 generic; do \
 	    $(MAKE) --no-print-directory test ARCH=$$arch RESULTS=build/results || true; done
 	@qemu/summarize.sh build/results
+
+# The main job: real programs with pcmalloc preloaded, beside glibc.
+run: lib
+	scripts/demo.sh $(BUILD)/libpcmalloc.so
 
 clean:
 	rm -rf build
