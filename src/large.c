@@ -105,11 +105,15 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
         return NULL;
     }
     size_t map_bytes = PCM_ALIGN_UP(offset + size, PCM_PAGE_SIZE);
-    struct pcm_large *large = cache_take(map_bytes);
+    /* The object sits `offset` (= its alignment, when above a page) into a
+     * mapping aligned to at least that much. Cached mappings are only
+     * segment-aligned. */
+    bool over_aligned = alignment > PCM_SEGMENT_SIZE;
+    struct pcm_large *large = over_aligned ? NULL : cache_take(map_bytes);
     if (large && zeroed)
         memset((char *)large + offset, 0, large->map_bytes - offset);
     if (!large) {
-        large = pcm_os_map_aligned(map_bytes, PCM_SEGMENT_SIZE);
+        large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : PCM_SEGMENT_SIZE);
         if (!large)
             return NULL;
         large->kind = PCM_KIND_LARGE;

@@ -1,0 +1,220 @@
+/*
+ * tests/unit/options.c - PCMALLOC_* parsing and its warnings.
+ *
+ * Sets variables with setenv and captures the warnings by pointing fd 2
+ * at a pipe, so it runs on the libc platform only (not freestanding).
+ * Every test unsets what it set: tests must not leak options into others.
+ */
+#include "harness.h"
+
+#include "options.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const all_options[] = {
+    "PCMALLOC_STATS", "PCMALLOC_VERBOSE",      "PCMALLOC_RSEQ",
+    "PCMALLOC_CPUS",  "PCMALLOC_PURGE_DELAY",  "PCMALLOC_HARDENED",
+};
+
+static void clear_options(void)
+{
+    for (size_t i = 0; i < sizeof all_options / sizeof all_options[0]; i++)
+        unsetenv(all_options[i]);
+}
+
+/* Load options with fd 2 redirected; what was written lands in out (NUL
+ * terminated).  Returns false if the redirection could not be set up. */
+static bool load_capturing(struct pcm_options *opts, char *out, size_t cap)
+{
+    int fds[2];
+    out[0] = '\0';
+    if (pipe(fds) != 0)
+        return false;
+    int saved = dup(2);
+    if (saved < 0 || dup2(fds[1], 2) < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return false;
+    }
+    pcm_options_load(opts);
+    dup2(saved, 2);
+    close(saved);
+    close(fds[1]);
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fds[0], out + len, cap - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == cap - 1)
+            break;
+    }
+    out[len] = '\0';
+    close(fds[0]);
+    return true;
+}
+
+static unsigned count_lines(const char *text)
+{
+    unsigned n = 0;
+    for (; *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
+PCM_TEST(options_defaults)
+{
+    clear_options();
+    struct pcm_options o;
+    memset(&o, 0xa5, sizeof o);
+    char err[1024];
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    PCM_CHECK(err[0] == '\0', "unexpected output: %s", err);
+    PCM_CHECK(o.stats == PCM_STATS_OFF, "stats %d", (int)o.stats);
+    PCM_CHECK(!o.verbose, "verbose");
+    PCM_CHECK(o.rseq, "rseq off by default");
+    PCM_CHECK(o.cpus == 0, "cpus %u", o.cpus);
+    PCM_CHECK(o.purge_delay_ms == 1000, "purge delay %u", o.purge_delay_ms);
+    PCM_CHECK(!o.hardened, "hardened");
+}
+
+PCM_TEST(options_valid_values)
+{
+    clear_options();
+    setenv("PCMALLOC_STATS", "1", 1);
+    setenv("PCMALLOC_VERBOSE", "1", 1);
+    setenv("PCMALLOC_RSEQ", "0", 1);
+    setenv("PCMALLOC_CPUS", "1024", 1);
+    setenv("PCMALLOC_PURGE_DELAY", "3600000", 1);
+    setenv("PCMALLOC_HARDENED", "1", 1);
+    struct pcm_options o;
+    char err[1024];
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    PCM_CHECK(err[0] == '\0', "unexpected output: %s", err);
+    PCM_CHECK(o.stats == PCM_STATS_TEXT, "stats %d", (int)o.stats);
+    PCM_CHECK(o.verbose && !o.rseq && o.hardened, "bools %d %d %d", o.verbose, o.rseq,
+              o.hardened);
+    PCM_CHECK(o.cpus == 1024, "cpus %u", o.cpus);
+    PCM_CHECK(o.purge_delay_ms == 3600000, "purge delay %u", o.purge_delay_ms);
+
+    setenv("PCMALLOC_STATS", "json", 1);
+    setenv("PCMALLOC_CPUS", "0", 1);
+    setenv("PCMALLOC_PURGE_DELAY", "0", 1);
+    setenv("PCMALLOC_RSEQ", "1", 1);
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    PCM_CHECK(err[0] == '\0', "unexpected output: %s", err);
+    PCM_CHECK(o.stats == PCM_STATS_JSON, "stats %d", (int)o.stats);
+    PCM_CHECK(o.cpus == 0 && o.purge_delay_ms == 0 && o.rseq, "cpus %u delay %u rseq %d",
+              o.cpus, o.purge_delay_ms, o.rseq);
+
+    setenv("PCMALLOC_CPUS", "007", 1); /* leading zeros are still decimal */
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    PCM_CHECK(err[0] == '\0' && o.cpus == 7, "cpus %u, output: %s", o.cpus, err);
+    clear_options();
+}
+
+static bool same_options(const struct pcm_options *a, const struct pcm_options *b)
+{
+    return a->stats == b->stats && a->verbose == b->verbose && a->rseq == b->rseq
+           && a->cpus == b->cpus && a->purge_delay_ms == b->purge_delay_ms
+           && a->hardened == b->hardened;
+}
+
+/* Set one variable to a bad value; expect its default and exactly one
+ * warning line naming the variable, the value and the default. */
+static void expect_rejected(const char *name, const char *value, const char *echoed,
+                            const char *default_text, const char *reason)
+{
+    clear_options();
+    setenv(name, value, 1);
+    struct pcm_options o, defaults;
+    char err[1024], none[16];
+    errno = 4242;
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    PCM_CHECK(errno == 4242, "%s=%s: errno changed to %d", name, value, errno);
+    unsetenv(name);
+    PCM_REQUIRE(load_capturing(&defaults, none, sizeof none), "cannot capture stderr");
+    PCM_CHECK(same_options(&o, &defaults), "%s=%s: options differ from defaults", name, value);
+
+    char want_value[128], want_default[128];
+    size_t n = strlen(name);
+    memcpy(want_value, name, n);
+    want_value[n] = '=';
+    want_value[n + 1] = '"';
+    strcpy(want_value + n + 2, echoed);
+    strcat(want_value, "\"");
+    strcpy(want_default, "using the default ");
+    strcat(want_default, default_text);
+    PCM_CHECK(strncmp(err, "pcmalloc: ", 10) == 0, "%s=%s: output \"%s\"", name, value, err);
+    PCM_CHECK(strstr(err, want_value) != NULL, "%s=%s: \"%s\" lacks %s", name, value, err,
+              want_value);
+    PCM_CHECK(strstr(err, want_default) != NULL, "%s=%s: \"%s\" lacks %s", name, value, err,
+              want_default);
+    PCM_CHECK(strstr(err, reason) != NULL, "%s=%s: \"%s\" lacks \"%s\"", name, value, err,
+              reason);
+    PCM_CHECK(count_lines(err) == 1 && err[strlen(err) - 1] == '\n',
+              "%s=%s: not one line: \"%s\"", name, value, err);
+}
+
+PCM_TEST(options_malformed_values)
+{
+    expect_rejected("PCMALLOC_CPUS", "abc", "abc", "0", "not a decimal number");
+    expect_rejected("PCMALLOC_CPUS", "8x", "8x", "0", "not a decimal number");
+    expect_rejected("PCMALLOC_CPUS", "-1", "-1", "0", "not a decimal number");
+    expect_rejected("PCMALLOC_CPUS", "+8", "+8", "0", "not a decimal number");
+    expect_rejected("PCMALLOC_CPUS", " 8", " 8", "0", "not a decimal number");
+    expect_rejected("PCMALLOC_CPUS", "0x10", "0x10", "0", "not a decimal number");
+    expect_rejected("PCMALLOC_CPUS", "", "", "0", "not a decimal number");
+    expect_rejected("PCMALLOC_PURGE_DELAY", "1e3", "1e3", "1000", "not a decimal number");
+    expect_rejected("PCMALLOC_STATS", "yes", "yes", "0", "is not 0, 1 or json");
+    expect_rejected("PCMALLOC_STATS", "JSON", "JSON", "0", "is not 0, 1 or json");
+    expect_rejected("PCMALLOC_STATS", "jsonx", "jsonx", "0", "is not 0, 1 or json");
+    expect_rejected("PCMALLOC_RSEQ", "true", "true", "1", "is not 0 or 1");
+    expect_rejected("PCMALLOC_VERBOSE", "on", "on", "0", "is not 0 or 1");
+    expect_rejected("PCMALLOC_HARDENED", "1 ", "1 ", "0", "is not 0 or 1");
+    /* A newline in the value must not break the one-line warning. */
+    expect_rejected("PCMALLOC_HARDENED", "1\n2", "1?2", "0", "is not 0 or 1");
+}
+
+PCM_TEST(options_out_of_range_values)
+{
+    expect_rejected("PCMALLOC_CPUS", "1025", "1025", "0", "out of range 0..1024");
+    expect_rejected("PCMALLOC_PURGE_DELAY", "3600001", "3600001", "1000",
+                    "out of range 0..3600000");
+    /* Would wrap to a small number in 64-bit arithmetic. */
+    expect_rejected("PCMALLOC_CPUS", "18446744073709551617", "18446744073709551617", "0",
+                    "out of range");
+    expect_rejected("PCMALLOC_VERBOSE", "2", "2", "0", "is not 0 or 1");
+    expect_rejected("PCMALLOC_RSEQ", "10", "10", "1", "is not 0 or 1");
+    expect_rejected("PCMALLOC_STATS", "2", "2", "0", "is not 0, 1 or json");
+}
+
+PCM_TEST(options_long_value_is_cut)
+{
+    char value[300];
+    for (int i = 0; i < 299; i++)
+        value[i] = '9';
+    value[299] = '\0';
+    char echoed[64];
+    memset(echoed, '9', 40);
+    strcpy(echoed + 40, "...");
+    expect_rejected("PCMALLOC_CPUS", value, echoed, "0", "out of range");
+}
+
+PCM_TEST(options_several_warnings)
+{
+    clear_options();
+    setenv("PCMALLOC_CPUS", "x", 1);
+    setenv("PCMALLOC_PURGE_DELAY", "y", 1);
+    setenv("PCMALLOC_HARDENED", "1", 1);
+    struct pcm_options o;
+    char err[1024];
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    PCM_CHECK(count_lines(err) == 2, "want two warnings: \"%s\"", err);
+    PCM_CHECK(o.hardened && o.cpus == 0 && o.purge_delay_ms == 1000,
+              "good option lost beside bad ones");
+    clear_options();
+}

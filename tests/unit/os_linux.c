@@ -1,0 +1,493 @@
+/*
+ * tests/unit/os_linux.c - the Linux platform layer (src/os_linux.c).
+ *
+ * Runs on the libc platform only: it reads /proc and /sys, sets variables
+ * and re-executes itself (posix_spawn).  It uses no stdio and no malloc between the two
+ * reads of /proc/self/maps that measure a mapping, so nothing but the code
+ * under test changes the address space there.
+ */
+#include "harness.h"
+
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- helpers ---- */
+
+static long read_whole(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == cap)
+            break;
+    }
+    close(fd);
+    return (long)len;
+}
+
+static unsigned long parse_hex(const char **p)
+{
+    unsigned long v = 0;
+    for (;; (*p)++) {
+        char c = **p;
+        if (c >= '0' && c <= '9')
+            v = v * 16 + (unsigned long)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v = v * 16 + (unsigned long)(c - 'a' + 10);
+        else
+            return v;
+    }
+}
+
+/* Total bytes of all mappings in /proc/self/maps, or 0 if unreadable.
+ * Streams the file through a static buffer: no allocation. */
+static unsigned long long mapped_bytes(void)
+{
+    static char chunk[8192];
+    static char line[512];
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    unsigned long long total = 0;
+    size_t used = 0;
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n <= 0)
+            break;
+        for (ssize_t i = 0; i < n; i++) {
+            if (chunk[i] != '\n') {
+                if (used < sizeof line - 1)
+                    line[used++] = chunk[i];
+                continue;
+            }
+            line[used] = '\0';
+            used = 0;
+            const char *p = line;
+            unsigned long start = parse_hex(&p);
+            if (*p++ != '-')
+                continue;
+            unsigned long end = parse_hex(&p);
+            total += end - start;
+        }
+    }
+    close(fd);
+    return total;
+}
+
+static bool all_bytes(const unsigned char *p, size_t n, unsigned char value)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != value)
+            return false;
+    return true;
+}
+
+/* ---- mappings ---- */
+
+PCM_TEST(os_page_size)
+{
+    size_t page = pcm_os_page_size();
+    PCM_CHECK(page >= 4096 && (page & (page - 1)) == 0, "page size %zu", page);
+    PCM_CHECK(page == (size_t)sysconf(_SC_PAGESIZE), "page size %zu vs sysconf %ld", page,
+              sysconf(_SC_PAGESIZE));
+}
+
+PCM_TEST(os_map_and_unmap)
+{
+    size_t page = pcm_os_page_size();
+    unsigned char *p = pcm_os_map(3 * page);
+    PCM_REQUIRE(p != NULL, "map failed, errno %d", errno);
+    PCM_CHECK(((uintptr_t)p & (page - 1)) == 0, "map %p not page-aligned", (void *)p);
+    PCM_CHECK(all_bytes(p, 3 * page, 0), "fresh mapping not zero");
+    memset(p, 0x5a, 3 * page);
+    PCM_CHECK(all_bytes(p, 3 * page, 0x5a), "mapping not writable");
+    pcm_os_unmap(p, 3 * page);
+    pcm_os_unmap(NULL, page); /* allowed, does nothing */
+
+    errno = 0;
+    PCM_CHECK(pcm_os_map(0) == NULL && errno == ENOMEM, "map(0): errno %d", errno);
+    errno = 0;
+    void *huge = pcm_os_map((size_t)-1 - page);
+    PCM_CHECK(huge == NULL && errno == ENOMEM, "absurd map: %p errno %d", huge, errno);
+}
+
+PCM_TEST(os_map_aligned)
+{
+    static const size_t alignments[] = {
+        64 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024, 32 * 1024 * 1024,
+    };
+    size_t page = pcm_os_page_size();
+    size_t sizes[] = {page, 3 * page, 1024 * 1024 + page, 4 * 1024 * 1024};
+    for (size_t a = 0; a < sizeof alignments / sizeof alignments[0]; a++) {
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            size_t align = alignments[a], bytes = sizes[s];
+            unsigned long long before = mapped_bytes();
+            unsigned char *p = pcm_os_map_aligned(bytes, align);
+            unsigned long long after = mapped_bytes();
+            PCM_REQUIRE(p != NULL, "map_aligned(%zu, %zu) failed, errno %d", bytes, align, errno);
+            PCM_CHECK(((uintptr_t)p & (align - 1)) == 0, "map_aligned(%zu, %zu) = %p", bytes,
+                      align, (void *)p);
+            /* Head and tail were given back: the address space grew by
+             * exactly the request (VMA merges with neighbours do not
+             * change the total). */
+            PCM_CHECK(before == 0 || after - before == bytes,
+                      "map_aligned(%zu, %zu): %llu bytes more mapped", bytes, align,
+                      after - before);
+            p[0] = 1;
+            p[bytes - 1] = 2;
+            PCM_CHECK(p[0] == 1 && p[bytes - 1] == 2, "ends not writable");
+            pcm_os_unmap(p, bytes);
+            PCM_CHECK(before == 0 || mapped_bytes() == before, "unmap left %llu bytes",
+                      mapped_bytes() - before);
+        }
+    }
+    PCM_CHECK(mapped_bytes() != 0, "/proc/self/maps unreadable: release not checked");
+
+    /* At or below a page it is a plain mapping. */
+    void *p = pcm_os_map_aligned(page, page);
+    PCM_CHECK(p != NULL && ((uintptr_t)p & (page - 1)) == 0, "page-aligned map %p", p);
+    pcm_os_unmap(p, page);
+    errno = 0;
+    PCM_CHECK(pcm_os_map_aligned(page, 3 * page) == NULL && errno == EINVAL,
+              "alignment not a power of two: errno %d", errno);
+    errno = 0;
+    PCM_CHECK(pcm_os_map_aligned((size_t)-1 - page, 1024 * 1024) == NULL && errno == ENOMEM,
+              "absurd aligned map: errno %d", errno);
+}
+
+PCM_TEST(os_map_aligned_neighbours_free)
+{
+    /* The page right below and right above an aligned mapping were part
+     * of the over-mapping (for one of them at least, the slack was
+     * there); check that the kernel lets us place a page at either
+     * unless something else already lives there, by asking for the exact
+     * address without replacing anything. */
+    size_t page = pcm_os_page_size(), align = 4 * 1024 * 1024, bytes = 16 * page;
+    unsigned char *p = pcm_os_map_aligned(bytes, align);
+    PCM_REQUIRE(p != NULL, "map_aligned failed");
+    unsigned freed = 0;
+    void *below = mmap(p - page, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                       -1, 0);
+    if (below == p - page) {
+        freed++;
+        munmap(below, page);
+    } else if (below != MAP_FAILED) {
+        munmap(below, page); /* old kernel: hint only, landed elsewhere */
+    }
+    void *above = mmap(p + bytes, page, PROT_READ,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (above == p + bytes) {
+        freed++;
+        munmap(above, page);
+    } else if (above != MAP_FAILED) {
+        munmap(above, page);
+    }
+    PCM_CHECK(freed >= 1, "neither neighbour of an aligned mapping is free");
+    pcm_os_unmap(p, bytes);
+}
+
+PCM_TEST(os_decommit_zeroes_and_stays_mapped)
+{
+    size_t page = pcm_os_page_size(), bytes = 8 * page;
+    unsigned char *p = pcm_os_map(bytes);
+    PCM_REQUIRE(p != NULL, "map failed");
+    memset(p, 0xab, bytes);
+    /* Decommit the middle; the edges keep their contents. */
+    PCM_CHECK(pcm_os_decommit(p + 2 * page, 4 * page), "decommit failed, errno %d", errno);
+    PCM_CHECK(all_bytes(p, 2 * page, 0xab), "head changed");
+    PCM_CHECK(all_bytes(p + 2 * page, 4 * page, 0), "decommitted range not zero");
+    PCM_CHECK(all_bytes(p + 6 * page, 2 * page, 0xab), "tail changed");
+    memset(p + 2 * page, 0x11, 4 * page);
+    PCM_CHECK(all_bytes(p + 2 * page, 4 * page, 0x11), "not writable after decommit");
+    pcm_os_unmap(p, bytes);
+}
+
+PCM_TEST(os_remap_keeps_contents)
+{
+    size_t page = pcm_os_page_size();
+    unsigned char *p = pcm_os_map(2 * page);
+    PCM_REQUIRE(p != NULL, "map failed");
+    for (size_t i = 0; i < 2 * page; i++)
+        p[i] = (unsigned char)(i * 7 + 3);
+    unsigned char *q = pcm_os_remap(p, 2 * page, 64 * page);
+    PCM_REQUIRE(q != NULL, "grow failed, errno %d", errno);
+    bool same = true;
+    for (size_t i = 0; i < 2 * page; i++)
+        same &= q[i] == (unsigned char)(i * 7 + 3);
+    PCM_CHECK(same, "contents lost growing");
+    PCM_CHECK(all_bytes(q + 2 * page, 62 * page, 0), "grown part not zero");
+    q[64 * page - 1] = 9;
+    unsigned char *r = pcm_os_remap(q, 64 * page, page);
+    PCM_REQUIRE(r != NULL, "shrink failed, errno %d", errno);
+    same = true;
+    for (size_t i = 0; i < page; i++)
+        same &= r[i] == (unsigned char)(i * 7 + 3);
+    PCM_CHECK(same, "contents lost shrinking");
+    pcm_os_unmap(r, page);
+}
+
+/* ---- fault injection ---- */
+
+PCM_TEST(os_fault_injection)
+{
+    size_t page = pcm_os_page_size();
+
+    pcm_os_fail_after(1);
+    errno = 0;
+    void *p = pcm_os_map(page);
+    PCM_CHECK(p == NULL && errno == ENOMEM, "injected map: %p errno %d", p, errno);
+    p = pcm_os_map(page);
+    PCM_REQUIRE(p != NULL, "map after the injected failure failed");
+
+    /* The second call fails, not the first. */
+    pcm_os_fail_after(2);
+    void *first = pcm_os_map(page);
+    errno = 0;
+    void *second = pcm_os_map(page);
+    PCM_CHECK(first != NULL, "first of two failed");
+    PCM_CHECK(second == NULL && errno == ENOMEM, "second of two: %p errno %d", second, errno);
+    pcm_os_unmap(first, page);
+
+    /* remap: NULL + ENOMEM and the old mapping intact. */
+    memset(p, 0x77, page);
+    pcm_os_fail_after(1);
+    errno = 0;
+    void *q = pcm_os_remap(p, page, 4 * page);
+    PCM_CHECK(q == NULL && errno == ENOMEM, "injected remap: %p errno %d", q, errno);
+    PCM_CHECK(all_bytes(p, page, 0x77), "old mapping damaged by failed remap");
+
+    /* decommit: false + ENOMEM, contents untouched. */
+    pcm_os_fail_after(1);
+    errno = 0;
+    PCM_CHECK(!pcm_os_decommit(p, page) && errno == ENOMEM, "injected decommit: errno %d", errno);
+    PCM_CHECK(all_bytes(p, page, 0x77), "failed decommit dropped the contents");
+    PCM_CHECK(pcm_os_decommit(p, page) && all_bytes(p, page, 0), "decommit after recovery");
+
+    /* aligned mapping goes through the same failure. */
+    pcm_os_fail_after(1);
+    errno = 0;
+    PCM_CHECK(pcm_os_map_aligned(page, 1024 * 1024) == NULL && errno == ENOMEM,
+              "injected aligned map: errno %d", errno);
+
+    /* Disabling cancels a pending failure. */
+    pcm_os_fail_after(1);
+    pcm_os_fail_after(-1);
+    void *r = pcm_os_map(page);
+    PCM_CHECK(r != NULL, "map failed with injection disabled");
+    pcm_os_unmap(r, page);
+    pcm_os_unmap(p, page);
+    pcm_os_fail_after(-1);
+}
+
+/* ---- CPUs ---- */
+
+PCM_TEST(os_parse_cpu_list)
+{
+    static const struct {
+        const char *text;
+        unsigned want;
+    } cases[] = {
+        {"0", 1},        {"0\n", 1},         {"0-7", 8},       {"0-7\n", 8},
+        {"0,2-5", 6},    {"0,2-5\n", 6},     {"3", 4},         {"0-3,8-11\n", 12},
+        {"1,0", 2},      {"0-0", 1},         {"0-4095", 4096}, {"", 0},
+        {"\n", 0},       {"a", 0},           {"0-", 0},        {"-1", 0},
+        {"5-3", 0},      {"0,,1", 0},        {"0,", 0},        {"0-7\n\n", 0},
+        {"0 - 7", 0},    {"99999999999", 0}, {"0-7x", 0},      {" 0", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned got = pcm_os_parse_cpu_list(cases[i].text, strlen(cases[i].text));
+        PCM_CHECK(got == cases[i].want, "\"%s\" -> %u, want %u", cases[i].text, got,
+                  cases[i].want);
+    }
+}
+
+PCM_TEST(os_cpu_count)
+{
+    errno = 4321;
+    unsigned count = pcm_os_cpu_count();
+    PCM_CHECK(errno == 4321, "errno changed to %d", errno);
+    PCM_CHECK(count >= 1, "cpu count %u", count);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    PCM_CHECK(online <= 0 || count >= (unsigned long)online, "count %u below %ld online", count,
+              online);
+
+    /* Our own, naive reading of the same file: the largest number + 1. */
+    char text[4096];
+    long len = read_whole("/sys/devices/system/cpu/possible", text, sizeof text - 1);
+    if (len > 0) {
+        text[len] = '\0';
+        unsigned highest = 0, v = 0;
+        bool in_number = false;
+        for (long i = 0; i <= len; i++) {
+            if (text[i] >= '0' && text[i] <= '9') {
+                v = v * 10 + (unsigned)(text[i] - '0');
+                in_number = true;
+            } else {
+                if (in_number && v + 1 > highest)
+                    highest = v + 1;
+                v = 0;
+                in_number = false;
+            }
+        }
+        PCM_CHECK(count == highest, "count %u, /sys/devices/system/cpu/possible \"%s\" says %u",
+                  count, text, highest);
+    } else {
+        pcm_test_printf("  (no /sys/devices/system/cpu/possible: fallback count %u)\n", count);
+    }
+}
+
+PCM_TEST(os_current_cpu)
+{
+    unsigned count = pcm_os_cpu_count();
+    for (int i = 0; i < 100; i++) {
+        int cpu = pcm_os_current_cpu();
+        PCM_CHECK(cpu >= -1, "cpu %d", cpu);
+        PCM_CHECK(cpu < 0 || (unsigned)cpu < count, "cpu %d of %u", cpu, count);
+        if (cpu < 0) {
+            pcm_test_printf("  (sched_getcpu unavailable here)\n");
+            break;
+        }
+    }
+}
+
+/* ---- environment ---- */
+
+PCM_TEST(os_getenv_from_environ)
+{
+    setenv("PCM_OS_TEST_VAR", "hello", 1);
+    setenv("PCM_OS_TEST_EMPTY", "", 1);
+    const char *v = pcm_os_getenv("PCM_OS_TEST_VAR");
+    PCM_CHECK(v && strcmp(v, "hello") == 0, "got %s", v ? v : "NULL");
+    PCM_CHECK(pcm_os_getenv("PCM_OS_TEST_VA") == NULL, "matched a prefix of the name");
+    PCM_CHECK(pcm_os_getenv("PCM_OS_TEST_VARX") == NULL, "matched a longer name");
+    v = pcm_os_getenv("PCM_OS_TEST_EMPTY");
+    PCM_CHECK(v && *v == '\0', "empty value: %s", v ? "non-empty" : "NULL");
+    PCM_CHECK(pcm_os_getenv("") == NULL, "empty name matched");
+    setenv("PCM_OS_TEST_VAR", "changed", 1);
+    v = pcm_os_getenv("PCM_OS_TEST_VAR");
+    PCM_CHECK(v && strcmp(v, "changed") == 0, "setenv not seen: %s", v ? v : "NULL");
+    unsetenv("PCM_OS_TEST_VAR");
+    unsetenv("PCM_OS_TEST_EMPTY");
+    PCM_CHECK(pcm_os_getenv("PCM_OS_TEST_VAR") == NULL, "unsetenv not seen");
+}
+
+/* The /proc/self/environ path, as before libc is initialised (environ
+ * NULL): must find what the process started with. */
+PCM_TEST(os_getenv_without_environ)
+{
+    static char text[16384];
+    long len = read_whole("/proc/self/environ", text, sizeof text - 1);
+    if (len <= 0) {
+        pcm_test_printf("  (no /proc/self/environ: skipped)\n");
+        return;
+    }
+    text[len] = '\0';
+    /* The first entry with a name; compare what pcm_os_getenv returns. */
+    char name[256];
+    const char *eq = strchr(text, '=');
+    PCM_REQUIRE(eq && eq > text && (size_t)(eq - text) < sizeof name, "odd environment");
+    memcpy(name, text, (size_t)(eq - text));
+    name[eq - text] = '\0';
+
+    errno = 777;
+    char **saved = environ;
+    environ = NULL;
+    const char *v = pcm_os_getenv(name);
+    const char *missing = pcm_os_getenv("PCM_OS_TEST_SURELY_NOT_SET");
+    environ = saved;
+    PCM_CHECK(errno == 777, "errno changed to %d", errno);
+    PCM_CHECK(v && strcmp(v, eq + 1) == 0, "%s: got %s, want %s", name, v ? v : "NULL", eq + 1);
+    PCM_CHECK(missing == NULL, "found an unset variable");
+}
+
+/* Re-executed with a crafted environment, a child checks the 16 KiB
+ * limit of the /proc fallback: entries wholly inside are found, one cut
+ * by the limit is not (never a shortened value), later ones are not. */
+#define CHILD_FLAG "PCM_OS_TEST_ENV_CHILD"
+
+PCM_TEST(os_getenv_proc_truncation)
+{
+    if (pcm_test_getenv(CHILD_FLAG)) {
+        char **saved = environ;
+        environ = NULL;
+        const char *first = pcm_os_getenv("PCM_FIRST");
+        const char *cut = pcm_os_getenv("PCM_CUT");
+        const char *last = pcm_os_getenv("PCM_LAST");
+        environ = saved;
+        PCM_CHECK(first && strcmp(first, "yes") == 0, "PCM_FIRST: %s", first ? first : "NULL");
+        PCM_CHECK(cut == NULL, "PCM_CUT read as \"%s\" past the limit", cut ? cut : "");
+        PCM_CHECK(last == NULL, "PCM_LAST found beyond the limit");
+        return;
+    }
+
+    /* Lay out: flag, filter, PCM_FIRST, padding, then PCM_CUT straddling
+     * byte 16384, then PCM_LAST.  Each entry takes strlen + 1 bytes. */
+    static char padding[16384];
+    static const char flag[] = CHILD_FLAG "=1";
+    static const char filter[] = "PCM_TEST_FILTER=os_getenv_proc_truncation";
+    static const char first[] = "PCM_FIRST=yes";
+    static const char cut[] = "PCM_CUT=1234567890";
+    size_t used = sizeof flag + sizeof filter + sizeof first; /* sizeof counts the NUL */
+    /* PCM_CUT starts 12 bytes before the limit: "PCM_CUT=1234" lies inside,
+     * so a reader that kept the cut entry would return "1234". */
+    size_t pad_entry = 16384 - 12 - used;
+    memcpy(padding, "PCM_PAD=", 8);
+    memset(padding + 8, 'p', pad_entry - 1 - 8);
+    padding[pad_entry - 1] = '\0';
+    char *env[] = {(char *)flag, (char *)filter, (char *)first, padding, (char *)cut,
+                   (char *)"PCM_LAST=1", NULL};
+    char *argv[] = {(char *)"os_linux_child", NULL};
+
+    /* posix_spawn, not fork: glibc's fork hangs in the child under
+     * qemu-i386 7.2 (dynamically linked), while spawn works everywhere. */
+    int out[2];
+    PCM_REQUIRE(pipe(out) == 0, "pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    pid_t pid;
+    int error = posix_spawn(&pid, "/proc/self/exe", &actions, NULL, argv, env);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    if (error) {
+        close(out[0]);
+        pcm_test_printf("  (cannot re-execute this program here, error %d: skipped)\n", error);
+        return;
+    }
+    static char report[4096];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(out[0], report + len, sizeof report - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    report[len] = '\0';
+    close(out[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    /* 127: the exec failed in the child (qemu-user without binfmt_misc
+     * cannot start a foreign binary). */
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+        pcm_test_printf("  (cannot re-execute this program here: skipped)\n");
+        return;
+    }
+    PCM_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && strstr(report, "1 passed"),
+              "child status %d, its report:\n%s", status, report);
+}

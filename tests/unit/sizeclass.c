@@ -1,0 +1,114 @@
+/*
+ * tests/unit/sizeclass.c - the size-class table and pcm_size_class.
+ *
+ * Re-derives the whole table from the rules written in sizeclass.h and
+ * sizeclass.c and checks every request size from 0 to PCM_SMALL_MAX.
+ * Calls nothing from the C library (runs freestanding too).
+ */
+#include "harness.h"
+
+#include "sizeclass.h"
+
+/* The class sizes by the rule: 16..128 in 16s, then 8 per doubling. */
+static size_t derived_class_size(unsigned cls)
+{
+    if (cls < 8)
+        return 16 * (size_t)(cls + 1);
+    unsigned doubling = (cls - 8) / 8, step = (cls - 8) % 8;
+    size_t base = (size_t)128 << doubling;
+    return base + (step + 1) * (base / 8);
+}
+
+/* The span rule of sizeclass.c, applied afresh. */
+static size_t derived_span_pages(size_t size)
+{
+    size_t objects = PCM_SPAN_CAP_BYTES / size;
+    if (objects > PCM_SPAN_MIN_OBJECTS)
+        objects = PCM_SPAN_MIN_OBJECTS;
+    if (objects < 1)
+        objects = 1;
+    size_t want = objects * size;
+    if (want < PCM_SPAN_MIN_BYTES)
+        want = PCM_SPAN_MIN_BYTES;
+    size_t pages = (want + PCM_SPAN_PAGE_BYTES - 1) / PCM_SPAN_PAGE_BYTES;
+    while ((pages * PCM_SPAN_PAGE_BYTES) % size > pages * PCM_SPAN_PAGE_BYTES / PCM_SPAN_TAIL_DIVISOR)
+        pages++;
+    return pages;
+}
+
+PCM_TEST(sizeclass_table_shape)
+{
+    PCM_CHECK(pcm_class_size(0) == 16, "first class %zu", pcm_class_size(0));
+    PCM_CHECK(pcm_class_size(PCM_CLASS_COUNT - 1) == PCM_SMALL_MAX, "last class %zu",
+              pcm_class_size(PCM_CLASS_COUNT - 1));
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        size_t size = pcm_class_size(c);
+        PCM_CHECK(size % 16 == 0, "class %u size %zu not a multiple of 16", c, size);
+        if (c > 0)
+            PCM_CHECK(size > pcm_class_size(c - 1), "class %u size %zu not above %zu", c, size,
+                      pcm_class_size(c - 1));
+        PCM_CHECK(size == derived_class_size(c), "class %u size %zu, rule says %zu", c, size,
+                  derived_class_size(c));
+        if (c > 0 && size > 64 && size <= 128)
+            PCM_CHECK(size - pcm_class_size(c - 1) == 16, "class %u: step between 64 and 128", c);
+    }
+}
+
+PCM_TEST(sizeclass_lookup_exhaustive)
+{
+    unsigned reported = 0;
+    size_t worst_waste = 0, worst_request = 1; /* as a fraction waste/request */
+    for (size_t s = 0; s <= PCM_SMALL_MAX; s++) {
+        unsigned c = pcm_size_class(s);
+        bool ok = c < PCM_CLASS_COUNT && pcm_class_size(c) >= s
+                  && (c == 0 || pcm_class_size(c - 1) < s);
+        if (!ok) {
+            if (reported++ < 10)
+                PCM_CHECK(ok, "size %zu -> class %u (%zu), not the smallest class >= it", s, c,
+                          c < PCM_CLASS_COUNT ? pcm_class_size(c) : 0);
+            continue;
+        }
+        size_t waste = pcm_class_size(c) - s;
+        if (s > 128) {
+            /* (class - request) / request <= 1/8 */
+            if (waste * 8 > s && reported++ < 10)
+                PCM_CHECK(waste * 8 <= s, "size %zu -> %zu wastes more than 1/8", s,
+                          pcm_class_size(c));
+            if (waste * worst_request > worst_waste * s) {
+                worst_waste = waste;
+                worst_request = s;
+            }
+        } else if (s > 0) {
+            PCM_CHECK(waste < 16, "size %zu -> %zu: more than the 16-byte step", s,
+                      pcm_class_size(c));
+        }
+    }
+    PCM_CHECK(reported == 0, "%u sizes mapped wrongly", reported);
+    /* The worst case is one byte past the last doubling's start:
+     * 131073 -> 147456 wastes 16383/131073, just under 1/8. */
+    PCM_CHECK(worst_request == 131073 && worst_waste == 16383, "worst waste above 128: %zu/%zu",
+              worst_waste, worst_request);
+}
+
+PCM_TEST(sizeclass_spans)
+{
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        size_t size = pcm_class_size(c);
+        size_t pages = pcm_class_span_pages(c);
+        size_t bytes = pages * PCM_SPAN_PAGE_BYTES;
+        unsigned objects = pcm_class_span_objects(c);
+        PCM_CHECK(pages == derived_span_pages(size), "class %u (%zu): %zu pages, rule says %zu",
+                  c, size, pages, derived_span_pages(size));
+        PCM_CHECK(objects == bytes / size, "class %u: %u objects, %zu fit", c, objects,
+                  bytes / size);
+        PCM_CHECK(objects >= 1, "class %u: no object fits", c);
+        PCM_CHECK(objects >= (size <= PCM_SPAN_CAP_BYTES / PCM_SPAN_MIN_OBJECTS ? 8u : 4u),
+                  "class %u (%zu): only %u objects", c, size, objects);
+        PCM_CHECK(bytes >= PCM_SPAN_MIN_BYTES, "class %u: span of %zu bytes", c, bytes);
+        PCM_CHECK(bytes <= PCM_SPAN_CAP_BYTES, "class %u: span of %zu bytes", c, bytes);
+        size_t tail = bytes - (size_t)objects * size;
+        PCM_CHECK(tail * PCM_SPAN_TAIL_DIVISOR <= bytes, "class %u: tail %zu of %zu", c, tail,
+                  bytes);
+        PCM_CHECK(tail * 8 <= bytes, "class %u: tail %zu of %zu above 12.5%%", c, tail, bytes);
+    }
+}
