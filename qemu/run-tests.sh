@@ -82,7 +82,10 @@ x86_64 | generic)
     ;;
 x86)
     sysroot=/usr/i686-linux-gnu
-    qemu="env QEMU_LD_PREFIX=$sysroot qemu-i386"
+    # The cross sysroot has no ld.so.cache, so without LD_LIBRARY_PATH its
+    # loader reads the host's and takes /lib32's libc (libc6-i386), whose
+    # build differs: threads and fork then hang in glibc.
+    qemu="env QEMU_LD_PREFIX=$sysroot qemu-i386 -E LD_LIBRARY_PATH=$sysroot/lib"
     run_suite i386 "$qemu" "$qemu -E LD_PRELOAD=$lib"
     # Debian's i386 libc uses cmov, so the K6-class run is libc-free.
     run_binary k6 "$build/k6/arch_freestanding" qemu-i386 -cpu pentium

@@ -29,7 +29,8 @@
  *        Compare-and-swap, acquire and release ordering (acq_rel).  On
  *        success *p was expected and is now desired.  On failure *p is left
  *        alone and `expected` is updated to the value seen, so a retry loop
- *        needs no separate load.  Never fails spuriously.  A failed CAS
+ *        needs no separate load (a module may also store the same value
+ *        there on success).  Never fails spuriously.  A failed CAS
  *        has acquire order only (nothing was stored to release).
  * [arch] pcm_arch_cas2(p, &expected, desired) -> bool
  *        The same on a pcm_pair_t (two adjacent words, aligned to twice the

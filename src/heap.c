@@ -156,9 +156,8 @@ static void span_return_locked(struct pcm_heap *h, void *obj)
     struct pcm_span *span = pcm_span_of(s, obj);
     unsigned cls = span->class_plus1 - 1u;
     struct pcm_bin *bin = &h->bins[cls];
-    pcm_word_t *word = obj;
-    word[0] = (pcm_word_t)span->free;
-    word[1] = pcm_free_mark(obj);
+    *(void **)obj = span->free;
+    pcm_free_mark_set(obj, 0);
     span->free = obj;
     span->used--;
     h->stats.returned[cls]++;

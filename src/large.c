@@ -6,6 +6,7 @@
 #include "large.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "layout.h"
@@ -100,11 +101,14 @@ bool pcm_large_cache_trim(void)
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
     size_t offset = object_offset(alignment);
-    if (size > SIZE_MAX - offset - PCM_SEGMENT_SIZE) {
+    /* Like glibc, no object larger than PTRDIFF_MAX: pointer differences
+     * within it must fit a ptrdiff_t. */
+    if (size > PTRDIFF_MAX - offset - PCM_SEGMENT_SIZE) {
         errno = ENOMEM;
         return NULL;
     }
-    size_t map_bytes = PCM_ALIGN_UP(offset + size, PCM_PAGE_SIZE);
+    /* At least one byte: the object must lie inside its mapping. */
+    size_t map_bytes = PCM_ALIGN_UP(offset + (size ? size : 1), PCM_PAGE_SIZE);
     /* The object sits `offset` (= its alignment, when above a page) into a
      * mapping aligned to at least that much. Cached mappings are only
      * segment-aligned. */
@@ -188,7 +192,7 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
 {
     pcm_large_check(large, p, "realloc");
     size_t offset = (size_t)((char *)p - (char *)large);
-    if (size > SIZE_MAX - offset - PCM_SEGMENT_SIZE) {
+    if (size > PTRDIFF_MAX - offset - PCM_SEGMENT_SIZE) {
         errno = ENOMEM;
         return NULL;
     }

@@ -53,15 +53,13 @@ static inline void *pcm_cache_pop(volatile pcm_pair_t *cache)
  * and the caller flushes).  limit <= PCM_DEPTH_MASK. */
 static inline bool pcm_cache_push(volatile pcm_pair_t *cache, void *obj, pcm_word_t limit)
 {
-    pcm_word_t *word = obj;
-    pcm_word_t mark = pcm_free_mark(obj);
     pcm_pair_t seen = pcm_pair_load_torn(cache);
     for (;;) {
         pcm_word_t depth = pcm_cache_depth_of(seen.half.ptr);
         if (depth >= limit)
             return false;
-        word[0] = seen.half.ptr;
-        word[1] = mark | (depth + 1);
+        *(pcm_word_t *)obj = seen.half.ptr;
+        pcm_free_mark_set(obj, depth + 1);
         /* release (in acq_rel): the words above are visible to a popper */
         if (pcm_cas2_acq_rel(cache, &seen, pcm_pair_make((pcm_word_t)obj, seen.half.tag + 1)))
             return true;
@@ -88,7 +86,7 @@ static inline void pcm_cache_push_chain(volatile pcm_pair_t *cache, void *first,
             below = PCM_DEPTH_MASK - count; /* saturate: depth is only a bound */
         pcm_word_t depth = below + count;
         for (pcm_word_t *obj = first;; obj = (pcm_word_t *)obj[0]) {
-            obj[1] = pcm_free_mark(obj) | depth--;
+            pcm_free_mark_set(obj, depth--);
             if (obj == last)
                 break;
         }

@@ -8,8 +8,6 @@
 
 void pcm_remote_free(struct pcm_heap *owner, void *obj)
 {
-    pcm_word_t *word = obj;
-    pcm_word_t mark = pcm_free_mark(obj);
     pcm_word_t seen = pcm_load_relaxed(&owner->remote);
     pcm_word_t depth;
     do {
@@ -18,8 +16,8 @@ void pcm_remote_free(struct pcm_heap *owner, void *obj)
         depth = seen ? (pcm_load_relaxed((volatile pcm_word_t *)seen + 1) & PCM_DEPTH_MASK) + 1 : 1;
         if (depth > PCM_DEPTH_MASK)
             depth = PCM_DEPTH_MASK;
-        word[0] = seen;
-        word[1] = mark | depth;
+        *(pcm_word_t *)obj = seen;
+        pcm_free_mark_set(obj, depth);
         /* release: the object's words are written before it can be drained */
     } while (!pcm_cas_release(&owner->remote, &seen, (pcm_word_t)obj));
 

@@ -51,7 +51,8 @@ struct pcm_test {
 void pcm_test_fail(const char *file, int line, const char *cond, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* printf subset: %s %c %d %i %u %x %p with l, ll, z length; %% */
+/* printf subset (src/format.c): %s %c %d %i %u %x %p, l ll z h hh lengths,
+ * field widths with - and 0 flags, %% */
 void pcm_test_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Number of worker threads a torture test should use: more than the
@@ -80,7 +81,8 @@ static inline uint64_t pcm_test_rand(uint64_t *state)
 /* ---- Provided by the platform file (libc or freestanding) ---- */
 
 void pcm_test_write(const char *buf, size_t len);
-/* Zeroed memory that every worker sees at the same address. NULL on failure. */
+/* Zeroed memory that every worker sees at the same address. NULL on failure.
+ * Workers share nothing else: forked ones get copies of all other memory. */
 void *pcm_test_shared_alloc(size_t bytes);
 void pcm_test_shared_free(void *p, size_t bytes);
 /* Run fn(arg, i) for i in [0, n) concurrently and wait for all.  A worker's
