@@ -116,9 +116,9 @@ $(BUILD)/tests/$(1)_%: $(BUILD)/obj/tests/$(1)/%.o $(HARNESS_OBJ) $(CORE_OBJ)
 endef
 $(foreach group,unit stress misuse,$(eval $(call group_test_rule,$(group))))
 
-$(BUILD)/preload/%: $(BUILD)/obj/tests/preload/%.o $(HARNESS_OBJ)
+$(BUILD)/preload/%: $(BUILD)/obj/tests/preload/%.o $(HARNESS_OBJ) $(BUILD)/obj/src/format.o
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(HARNESS_OBJ) $(LIBS) -ldl
+	$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/obj/src/format.o $(LIBS) -ldl
 
 $(BUILD)/k6/arch_freestanding: $(K6_SRC) $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)

@@ -74,7 +74,11 @@ static struct object_info lookup(void *p, const char *call)
     }
     struct pcm_span *span = pcm_span_of((struct pcm_segment *)owner, p);
     uintptr_t offset = (uintptr_t)p - span->start;
-    if (__builtin_expect(!span->class_plus1 || offset % span->object_size != 0, 0))
+    /* carved only grows while the span lives, so an object handed out is
+     * always below it; read without the lock, it can only be larger. */
+    if (__builtin_expect(!span->class_plus1 || offset % span->object_size != 0 ||
+                             offset / span->object_size >= span->carved,
+                         0))
         pcm_misuse_invalid_pointer(call, p);
     if (__builtin_expect(pcm_object_is_marked_free(p), 0))
         pcm_misuse_double_free(call, p);

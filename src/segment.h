@@ -54,7 +54,7 @@ struct pcm_span {
     uintptr_t start;       /* address of object 0 */
     /* owner's lock */
     uint32_t used;
-    uint32_t carved;
+    uint32_t carved;       /* also read without the lock by free's check */
     uint16_t pages;
     uint16_t listed;
     void *free;

@@ -1,0 +1,545 @@
+/*
+ * tests/misuse/death.c - misuse of the API that pcmalloc must catch: an
+ * invalid pointer, a double free, a wrong size.  Each must end the process
+ * with SIGABRT after one line on stderr that starts "pcmalloc: ", names
+ * the call ("free(): ", "realloc(): ", ...) and the pointer as %p prints
+ * it, and says what was wrong ("invalid pointer", "double free", ...).
+ *
+ * Each case runs in a forked child whose stderr is a pipe: the parent
+ * reads everything the child wrote, waits for it and checks the signal
+ * and the message.  The child writes the pointer it is about to misuse
+ * into a shared page first, so the parent knows which address the message
+ * must name.  Core dumps are off in the child (qemu-user would write a
+ * core file per case), and alarm() ends a child that hangs instead.  Control cases check that correct calls do not die.
+ *
+ * Misuse that pcmalloc's cheap checks cannot see (by design: no check
+ * that costs more than a lookup and a compare), so not tested here:
+ *   - a double free after the object was handed out again (the second
+ *     free frees the new, live owner's object);
+ *   - free of an address at an object boundary that was never handed out
+ *     (an uncarved slot of a live span looks like any live object);
+ *   - free_sized with a size of the right class, or on a large object any
+ *     size up to its usable size (a shrinking realloc may leave it so).
+ */
+#include "harness.h"
+
+#include "layout.h"
+#include "pcmalloc.h"
+#include "segment.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Seconds a child may take before SIGALRM ends it. */
+#define CHILD_WATCHDOG 60u
+
+/* The page shared with the child: the pointer its misuse passes. */
+struct shared {
+    void *pointer;
+};
+
+static struct shared *shared_page(void)
+{
+    static struct shared *page;
+    if (!page) {
+        void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        page = p == MAP_FAILED ? NULL : p;
+    }
+    return page;
+}
+
+/* Called by a misuse just before the call that must die. */
+static void *about_to_misuse(void *p)
+{
+    shared_page()->pointer = p;
+    return p;
+}
+
+struct outcome {
+    bool ran;
+    bool signaled;
+    int signal;
+    int exit_status;
+    char text[2048];
+};
+
+/* Run misuse() in a child with stderr captured. */
+static struct outcome run_in_child(void (*misuse)(void))
+{
+    struct outcome out;
+    memset(&out, 0, sizeof out);
+    int fds[2];
+    if (!shared_page() || pipe(fds))
+        return out;
+    shared_page()->pointer = NULL;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return out;
+    }
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        alarm(CHILD_WATCHDOG); /* a hang is a failure too, not a stuck test */
+        close(fds[0]);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        misuse();
+        _exit(0); /* survived */
+    }
+    close(fds[1]);
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fds[0], out.text + len, sizeof out.text - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == sizeof out.text - 1)
+            break;
+    }
+    out.text[len] = '\0';
+    close(fds[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        return out;
+    out.ran = true;
+    out.signaled = WIFSIGNALED(status);
+    out.signal = out.signaled ? WTERMSIG(status) : 0;
+    out.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
+}
+
+/* The first line of text, for messages. */
+static const char *first_line(const char *text, char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (text[n] && text[n] != '\n' && n + 1 < cap) {
+        buf[n] = text[n];
+        n++;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* misuse() must die of SIGABRT saying "pcmalloc: <call>(): " and, if
+ * `what` is not NULL, `what`, and naming the pointer it published. */
+static void expect_death(const char *name, void (*misuse)(void), const char *call, const char *what)
+{
+    struct outcome out = run_in_child(misuse);
+    PCM_REQUIRE(out.ran, "%s: could not run the child", name);
+    char line[512];
+    first_line(out.text, line, sizeof line);
+    PCM_CHECK(out.signaled && out.signal == SIGABRT,
+              "%s: the child %s %d instead of dying of SIGABRT; stderr: \"%s\"", name,
+              out.signaled ? "died of signal" : "exited with status", out.signaled ? out.signal : out.exit_status,
+              line);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "pcmalloc: %s(): ", call);
+    PCM_CHECK(strncmp(out.text, prefix, strlen(prefix)) == 0, "%s: stderr does not start \"%s\": \"%s\"", name,
+              prefix, line);
+    void *pointer = shared_page()->pointer;
+    char hex[32];
+    snprintf(hex, sizeof hex, "%p", pointer);
+    PCM_CHECK(pointer && strstr(line, hex), "%s: the message does not name the pointer %s: \"%s\"", name, hex,
+              line);
+    if (what)
+        PCM_CHECK(strstr(line, what), "%s: the message does not say \"%s\": \"%s\"", name, what, line);
+    pcm_test_printf("  %s: \"%s\"\n", name, line);
+}
+
+/* control() must exit normally with nothing on stderr. */
+static void expect_survival(const char *name, void (*control)(void))
+{
+    struct outcome out = run_in_child(control);
+    PCM_REQUIRE(out.ran, "%s: could not run the child", name);
+    char line[512];
+    PCM_CHECK(!out.signaled && out.exit_status == 0, "%s: a correct use %s %d; stderr: \"%s\"", name,
+              out.signaled ? "died of signal" : "exited with status", out.signaled ? out.signal : out.exit_status,
+              first_line(out.text, line, sizeof line));
+    PCM_CHECK(out.text[0] == '\0', "%s: a correct use wrote to stderr: \"%s\"", name,
+              first_line(out.text, line, sizeof line));
+}
+
+/* ---- invalid pointers ---- */
+
+static void free_stack_address(void)
+{
+    char buffer[64];
+    __asm__ __volatile__("" : : "r"(buffer) : "memory"); /* a real stack object */
+    pcm_free(about_to_misuse(buffer + 16));
+}
+
+PCM_TEST(death_free_of_a_stack_address)
+{
+    expect_death("free of a stack address", free_stack_address, "free", "invalid pointer");
+}
+
+static char static_array[256] __attribute__((aligned(16)));
+
+static void free_static_array(void)
+{
+    pcm_free(about_to_misuse(static_array));
+}
+
+PCM_TEST(death_free_of_a_static_array)
+{
+    expect_death("free of a static array", free_static_array, "free", "invalid pointer");
+}
+
+static void free_libc_malloc_pointer(void)
+{
+    pcm_free(about_to_misuse(malloc(100))); /* the C library's heap */
+}
+
+PCM_TEST(death_free_of_a_pointer_from_the_c_librarys_malloc)
+{
+    expect_death("free of a libc malloc pointer", free_libc_malloc_pointer, "free", "invalid pointer");
+}
+
+static void free_middle_of_small_object(void)
+{
+    char *p = pcm_malloc(64);
+    pcm_free(about_to_misuse(p + 16));
+}
+
+PCM_TEST(death_free_of_the_middle_of_a_small_object)
+{
+    expect_death("free(p + 16) of a 64-byte object", free_middle_of_small_object, "free", "invalid pointer");
+}
+
+static void free_unaligned_small_pointer(void)
+{
+    char *p = pcm_malloc(24);
+    pcm_free(about_to_misuse(p + 1));
+}
+
+PCM_TEST(death_free_of_an_unaligned_pointer_into_a_small_object)
+{
+    expect_death("free(p + 1) of a 24-byte object", free_unaligned_small_pointer, "free", "invalid pointer");
+}
+
+static void free_object_never_handed_out(void)
+{
+    /* An object boundary past what the span has cut so far: a well-formed
+     * address no malloc ever returned.  Allocate 16-byte objects until
+     * their span still has uncut objects (a refill cuts 64 of 1024). */
+    char *p;
+    struct pcm_span *span;
+    do {
+        p = pcm_malloc(16);
+        span = pcm_span_of(pcm_segment_of(p), p);
+    } while (span->carved >= span->capacity);
+    pcm_free(about_to_misuse((void *)(span->start + (uintptr_t)span->carved * span->object_size)));
+}
+
+PCM_TEST(death_free_of_an_object_never_handed_out)
+{
+    expect_death("free of a 16-byte slot its span never cut", free_object_never_handed_out, "free",
+                 "invalid pointer");
+}
+
+static void free_segment_header(void)
+{
+    /* The start of the segment holding a small object: pcmalloc's own
+     * memory (the segment header), never an object. */
+    char *p = pcm_malloc(64);
+    pcm_free(about_to_misuse((void *)((uintptr_t)p & ~(uintptr_t)(PCM_SEGMENT_SIZE - 1))));
+}
+
+PCM_TEST(death_free_of_pcmalloc_memory_that_is_no_object)
+{
+    expect_death("free of a segment header", free_segment_header, "free", "invalid pointer");
+}
+
+static void free_middle_of_large_object(void)
+{
+    char *p = pcm_malloc(1 << 20);
+    pcm_free(about_to_misuse(p + 8192));
+}
+
+PCM_TEST(death_free_of_the_middle_of_a_large_object)
+{
+    expect_death("free(p + 8192) of a 1 MiB object", free_middle_of_large_object, "free", "invalid pointer");
+}
+
+static void realloc_stack_address(void)
+{
+    char buffer[64];
+    __asm__ __volatile__("" : : "r"(buffer) : "memory");
+    pcm_realloc(about_to_misuse(buffer), 100);
+}
+
+PCM_TEST(death_realloc_of_a_stack_address)
+{
+    expect_death("realloc of a stack address", realloc_stack_address, "realloc", "invalid pointer");
+}
+
+static void usable_size_of_static_array(void)
+{
+    pcm_malloc_usable_size(about_to_misuse(static_array + 32));
+}
+
+PCM_TEST(death_malloc_usable_size_of_a_foreign_pointer)
+{
+    expect_death("malloc_usable_size of a static array", usable_size_of_static_array, "malloc_usable_size",
+                 "invalid pointer");
+}
+
+/* ---- double frees ---- */
+
+static void double_free_small_immediately(void)
+{
+    void *p = pcm_malloc(64);
+    pcm_free(p);
+    pcm_free(about_to_misuse(p));
+}
+
+PCM_TEST(death_double_free_of_a_small_object)
+{
+    expect_death("double free of a 64-byte object", double_free_small_immediately, "free", "double free");
+}
+
+static void double_free_small_after_other_allocation(void)
+{
+    void *p = pcm_malloc(64), *q = pcm_malloc(64);
+    pcm_free(p);
+    pcm_free(q);
+    void *r = pcm_malloc(64); /* another object of the class (q, the last freed) */
+    (void)r;
+    pcm_free(about_to_misuse(p));
+}
+
+PCM_TEST(death_double_free_after_another_allocation_of_the_class)
+{
+    expect_death("double free after another 64-byte allocation", double_free_small_after_other_allocation,
+                 "free", "double free");
+}
+
+static void double_free_small_after_flush(void)
+{
+    /* Free p, then enough objects of its class to overflow the per-CPU
+     * cache: p goes back to its span's free list (q keeps the span in
+     * use, so the span is not released). */
+    enum { MANY = 3000 };
+    static void *others[MANY];
+    void *p = pcm_malloc(64), *q = pcm_malloc(64);
+    for (unsigned i = 0; i < MANY; i++)
+        others[i] = pcm_malloc(64);
+    pcm_free(p);
+    for (unsigned i = 0; i < MANY; i++)
+        pcm_free(others[i]);
+    (void)q;
+    pcm_free(about_to_misuse(p));
+}
+
+PCM_TEST(death_double_free_after_the_cache_was_flushed)
+{
+    expect_death("double free after 3000 more frees of the class", double_free_small_after_flush, "free",
+                 "double free");
+}
+
+static void *free_on_another_thread(void *p)
+{
+    pcm_free(p);
+    return NULL;
+}
+
+static void double_free_after_free_on_another_thread(void)
+{
+    void *p = pcm_malloc(48);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, free_on_another_thread, p) || pthread_join(thread, NULL))
+        _exit(3);
+    pcm_free(about_to_misuse(p));
+}
+
+PCM_TEST(death_double_free_after_a_free_on_another_thread)
+{
+    expect_death("double free after a free on another thread", double_free_after_free_on_another_thread, "free",
+                 "double free");
+}
+
+static void double_free_large(void)
+{
+    void *p = pcm_malloc(1 << 20);
+    pcm_free(p);
+    pcm_free(about_to_misuse(p));
+}
+
+PCM_TEST(death_double_free_of_a_large_object)
+{
+    expect_death("double free of a 1 MiB object", double_free_large, "free", "double free");
+}
+
+static void double_free_huge(void)
+{
+    /* Too big for the cache of freed mappings: unmapped at the first free,
+     * so the second finds no owner (an invalid pointer, not a double free,
+     * is all pcmalloc can say then). */
+    void *p = pcm_malloc((size_t)32 << 20);
+    pcm_free(p);
+    pcm_free(about_to_misuse(p));
+}
+
+PCM_TEST(death_double_free_of_an_unmapped_large_object)
+{
+    expect_death("double free of a 32 MiB object", double_free_huge, "free", NULL);
+}
+
+/* ---- realloc and usable size of freed pointers ---- */
+
+static void realloc_freed_small(void)
+{
+    void *p = pcm_malloc(100);
+    pcm_free(p);
+    pcm_realloc(about_to_misuse(p), 200);
+}
+
+PCM_TEST(death_realloc_of_a_freed_small_object)
+{
+    expect_death("realloc of a freed 100-byte object", realloc_freed_small, "realloc", "double free");
+}
+
+static void realloc_freed_large(void)
+{
+    void *p = pcm_malloc(1 << 20);
+    pcm_free(p);
+    pcm_realloc(about_to_misuse(p), 2 << 20);
+}
+
+PCM_TEST(death_realloc_of_a_freed_large_object)
+{
+    expect_death("realloc of a freed 1 MiB object", realloc_freed_large, "realloc", "double free");
+}
+
+static void realloc_zero_of_freed(void)
+{
+    void *p = pcm_malloc(100);
+    pcm_free(p);
+    pcm_realloc(about_to_misuse(p), 0);
+}
+
+PCM_TEST(death_realloc_to_zero_of_a_freed_object)
+{
+    expect_death("realloc(p, 0) of a freed object", realloc_zero_of_freed, "realloc", "double free");
+}
+
+/* ---- wrong sizes and alignments ---- */
+
+static void free_sized_wrong_small(void)
+{
+    void *p = pcm_malloc(64);
+    pcm_free_sized(about_to_misuse(p), 1000);
+}
+
+PCM_TEST(death_free_sized_with_a_wrong_size)
+{
+    expect_death("free_sized(64-byte object, 1000)", free_sized_wrong_small, "free_sized", "size 1000");
+}
+
+static void free_sized_too_small_for_class(void)
+{
+    void *p = pcm_malloc(1000);
+    pcm_free_sized(about_to_misuse(p), 10);
+}
+
+PCM_TEST(death_free_sized_with_a_smaller_class)
+{
+    expect_death("free_sized(1000-byte object, 10)", free_sized_too_small_for_class, "free_sized", "size 10");
+}
+
+static void free_sized_wrong_large(void)
+{
+    void *p = pcm_malloc(1 << 20);
+    pcm_free_sized(about_to_misuse(p), 3 << 20);
+}
+
+PCM_TEST(death_free_sized_of_a_large_object_with_a_larger_size)
+{
+    expect_death("free_sized(1 MiB object, 3 MiB)", free_sized_wrong_large, "free_sized", "does not match");
+}
+
+static void free_sized_of_freed(void)
+{
+    void *p = pcm_malloc(64);
+    pcm_free(p);
+    pcm_free_sized(about_to_misuse(p), 64);
+}
+
+PCM_TEST(death_free_sized_of_a_freed_object)
+{
+    expect_death("free_sized of a freed object", free_sized_of_freed, "free_sized", "double free");
+}
+
+static void free_aligned_sized_wrong_alignment(void)
+{
+    /* Two objects of 48 bytes: at most one of them is 4096-aligned. */
+    char *p = pcm_malloc(48), *q = pcm_malloc(48);
+    char *misaligned = (uintptr_t)p % 4096 ? p : q;
+    pcm_free_aligned_sized(about_to_misuse(misaligned), 4096, 48);
+}
+
+PCM_TEST(death_free_aligned_sized_with_a_wrong_alignment)
+{
+    expect_death("free_aligned_sized(48-byte object, 4096)", free_aligned_sized_wrong_alignment,
+                 "free_aligned_sized", "alignment 4096");
+}
+
+/* ---- controls: correct use does not die ---- */
+
+static void correct_use(void)
+{
+    void *p = pcm_malloc(64);
+    pcm_free(p);
+    p = pcm_malloc(64);
+    pcm_free_sized(p, 64);
+    p = pcm_malloc(50);
+    pcm_free_sized(p, 60); /* the same class: allowed */
+    p = pcm_malloc(1 << 20);
+    pcm_free_sized(p, 1 << 20);
+    p = pcm_aligned_alloc(4096, 100);
+    pcm_free_aligned_sized(p, 4096, 100);
+    p = pcm_malloc(100);
+    p = pcm_realloc(p, 5000);
+    p = pcm_realloc(p, 1 << 20);
+    p = pcm_realloc(p, 10);
+    pcm_free(p);
+    pcm_free(NULL);
+    pcm_free_sized(NULL, 123);
+    void *q = pcm_realloc(pcm_malloc(10), 0); /* frees, returns NULL */
+    if (q)
+        _exit(4);
+    /* Freed and handed out again: freeing the new owner's object is fine. */
+    p = pcm_malloc(64);
+    pcm_free(p);
+    q = pcm_malloc(64);
+    pcm_free(q);
+}
+
+PCM_TEST(death_control_correct_use_survives)
+{
+    expect_survival("correct use", correct_use);
+}
+
+static void free_after_free_on_other_thread_of_other_object(void)
+{
+    void *p = pcm_malloc(48), *q = pcm_malloc(48);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, free_on_another_thread, p) || pthread_join(thread, NULL))
+        _exit(3);
+    pcm_free(q);
+}
+
+PCM_TEST(death_control_free_next_to_a_remote_free_survives)
+{
+    expect_survival("free of a neighbour of a remotely freed object",
+                    free_after_free_on_other_thread_of_other_object);
+}
