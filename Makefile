@@ -74,6 +74,14 @@ K6_SRC := tests/harness/harness.c tests/harness/platform_freestanding_x86.c \
 K6_CFLAGS := -std=c11 -O2 $(WARN) -march=i586 -mtune=k6 -ffreestanding -fno-stack-protector \
              -fno-pie -no-pie -static -nostdlib -Isrc -Iarch/x86 -Itests/harness
 
+# V=1 shows every command; by default one short line per step.
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+say = $(if $(filter 1,$(V)),,@echo "  $(1) $(2)")
+
+# Objects of pattern-rule chains are kept, so a second make is a no-op.
+.SECONDARY:
+
 .PHONY: all lib tests test test-all deps clean run
 all: lib tests
 
@@ -94,39 +102,47 @@ deps:
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -c $< -o $@
+	$(call say,CC,$@)
+	$(Q)$(CC) $(LIB_CFLAGS) -c $< -o $@
 
 $(BUILD)/libpcmalloc.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libpcmalloc.so.1 -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
+	$(call say,CC,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libpcmalloc.so.1 -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
 
 $(BUILD)/libpcmalloc.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	$(AR) rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
 
 $(BUILD)/tests/arch: $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS)
+	$(call say,CC,$@)
+	$(Q)$(CC) -o $@ $(ARCH_TEST_OBJ) $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS)
 
 define group_test_rule
 $(BUILD)/tests/$(1)_%: $(BUILD)/obj/tests/$(1)/%.o $(HARNESS_OBJ) $(CORE_OBJ)
 	@mkdir -p $$(dir $$@)
-	$$(CC) -o $$@ $$< $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS) -ldl
+	$(call say,CC,$$@)
+	$(Q)$$(CC) -o $$@ $$< $(HARNESS_OBJ) $(CORE_OBJ) $(LIBS) -ldl
 endef
 $(foreach group,unit stress misuse,$(eval $(call group_test_rule,$(group))))
 
 $(BUILD)/preload/%: $(BUILD)/obj/tests/preload/%.o $(HARNESS_OBJ) $(BUILD)/obj/src/format.o
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/obj/src/format.o $(LIBS) -ldl
+	$(call say,CC,$@)
+	$(Q)$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/obj/src/format.o $(LIBS) -ldl
 
 $(BUILD)/k6/arch_freestanding: $(K6_SRC) $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(K6_CFLAGS) -o $@ $(K6_SRC) -lgcc
+	$(call say,CC,$@)
+	$(Q)$(CC) $(K6_CFLAGS) -o $@ $(K6_SRC) -lgcc
 
 $(BUILD)/k6/cmov_canary: tests/k6/cmov_canary.c | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(K6_CFLAGS) -o $@ $< -lgcc
+	$(call say,CC,$@)
+	$(Q)$(CC) $(K6_CFLAGS) -o $@ $< -lgcc
 
 # Each run writes its counts under RESULTS; test-all keeps going past a
 # failing architecture and judges them all at the end.
