@@ -40,7 +40,7 @@ static void unmap_large(struct pcm_large *large)
     size_t bytes = large->map_bytes;
     pcm_segment_map_clear(large, bytes);
     pcm_os_unmap(large, bytes);
-    pcm_stats_large_unmapped(bytes);
+    pcm_stats_large_destroyed(bytes);
 }
 
 static struct pcm_large *cache_take(size_t map_bytes)
@@ -127,7 +127,7 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
             errno = ENOMEM;
             return NULL;
         }
-        pcm_stats_large_mapped(map_bytes);
+        pcm_stats_large_created(map_bytes);
     }
     large->object = (char *)large + offset;
     return large->object;
@@ -158,12 +158,17 @@ void pcm_large_free(struct pcm_large *large, void *p, const char *call)
 /* Grow the mapping to new_bytes without copying: in place if the pages
  * above are free, else onto a fresh segment-aligned range (reserved first,
  * then mremap'd onto).  The segment map's leaves for the new range exist
- * before anything moves, so registering it afterwards cannot fail. */
+ * before the object is handed back, so registering it cannot fail. */
 static struct pcm_large *grow_mapping(struct pcm_large *large, size_t new_bytes)
 {
     size_t old_bytes = large->map_bytes;
-    if (pcm_segment_map_prepare(large, new_bytes) && pcm_os_remap_in_place(large, old_bytes, new_bytes))
-        return large;
+    /* The kernel says first whether the address space is there; only then
+     * does the map get leaves for it (an absurd size must cost nothing). */
+    if (pcm_os_remap_in_place(large, old_bytes, new_bytes)) {
+        if (pcm_segment_map_prepare(large, new_bytes))
+            return large;
+        pcm_os_remap_in_place(large, new_bytes, old_bytes); /* shrinking in place cannot fail */
+    }
     struct pcm_large *target = pcm_os_map_aligned(new_bytes, PCM_SEGMENT_SIZE);
     if (!target)
         return NULL;
@@ -185,7 +190,7 @@ static void shrink_mapping(struct pcm_large *large, size_t need)
         pcm_segment_map_clear((char *)large + kept_chunks, old_bytes - kept_chunks);
     pcm_os_unmap((char *)large + need, old_bytes - need);
     large->map_bytes = need;
-    pcm_stats_large_unmapped(old_bytes - need);
+    pcm_stats_large_resized(old_bytes, need);
 }
 
 void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
@@ -216,6 +221,6 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
     moved->map_bytes = new_bytes;
     moved->object = (char *)moved + offset;
     pcm_segment_map_set(moved, new_bytes, moved); /* leaves prepared: cannot fail */
-    pcm_stats_large_mapped(new_bytes - old_bytes);
+    pcm_stats_large_resized(old_bytes, new_bytes);
     return moved->object;
 }

@@ -29,17 +29,33 @@ void pcm_stats_segment_mapped(size_t bytes)
     mapped(bytes);
 }
 
-void pcm_stats_large_mapped(size_t bytes)
+void pcm_stats_large_created(size_t bytes)
 {
     pcm_fetch_add_acq_rel(&totals.large_objects, 1);
     pcm_fetch_add_acq_rel(&totals.large_bytes, bytes);
     mapped(bytes);
 }
 
-void pcm_stats_large_unmapped(size_t bytes)
+static void unmapped(size_t bytes)
 {
     pcm_fetch_sub_acq_rel(&totals.large_bytes, bytes);
     pcm_fetch_sub_acq_rel(&totals.mapped_bytes, bytes);
+}
+
+void pcm_stats_large_resized(size_t old_bytes, size_t new_bytes)
+{
+    if (new_bytes > old_bytes) {
+        pcm_fetch_add_acq_rel(&totals.large_bytes, new_bytes - old_bytes);
+        mapped(new_bytes - old_bytes);
+    } else {
+        unmapped(old_bytes - new_bytes);
+    }
+}
+
+void pcm_stats_large_destroyed(size_t bytes)
+{
+    pcm_fetch_sub_acq_rel(&totals.large_objects, 1);
+    unmapped(bytes);
 }
 
 void pcm_stats_totals_read(struct pcm_stats_totals *out)
@@ -65,7 +81,7 @@ void pcm_stats_print(void)
     struct pcm_stats_totals t;
     pcm_stats_totals_read(&t);
     pcm_message_to(pcm_stats_fd, "stats: %s build, %u per-CPU heaps", PCM_ARCH_NAME, pcm_heap_count);
-    pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings made, %lu KiB mapped now, %lu KiB at peak",
+    pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings, %lu KiB mapped now, %lu KiB at peak",
                 (unsigned long)t.segments, (unsigned long)t.large_objects,
                 (unsigned long)(t.mapped_bytes >> 10), (unsigned long)(t.peak_mapped_bytes >> 10));
     if (!pcm_heaps)

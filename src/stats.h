@@ -14,15 +14,16 @@
 
 struct pcm_stats_totals {
     pcm_word_t segments;        /* segments mapped (never unmapped) */
-    pcm_word_t large_objects;   /* large mappings made */
+    pcm_word_t large_objects;   /* large mappings now (live or cached) */
     pcm_word_t large_bytes;     /* bytes in large mappings now */
     pcm_word_t mapped_bytes;    /* segments + large mappings now */
     pcm_word_t peak_mapped_bytes;
 };
 
 void pcm_stats_segment_mapped(size_t bytes);
-void pcm_stats_large_mapped(size_t bytes);
-void pcm_stats_large_unmapped(size_t bytes);
+void pcm_stats_large_created(size_t bytes);
+void pcm_stats_large_resized(size_t old_bytes, size_t new_bytes);
+void pcm_stats_large_destroyed(size_t bytes);
 void pcm_stats_totals_read(struct pcm_stats_totals *out);
 
 /* Where the report goes: stderr, or the copy of it that
