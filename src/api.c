@@ -17,6 +17,7 @@
 #include "init.h"
 #include "large.h"
 #include "misuse.h"
+#include "os.h"
 #include "percpu_cache.h"
 #include "remote.h"
 #include "segment_map.h"
@@ -209,19 +210,22 @@ void *pcm_aligned_alloc(size_t alignment, size_t size)
     return aligned_alloc_checked(alignment, size);
 }
 
+/* valloc and pvalloc mean the kernel's page (16 or 64 KiB on some arm64
+ * kernels), not the 4 KiB unit spans are counted in. */
 void *pcm_valloc(size_t size)
 {
-    return aligned_alloc_checked(PCM_PAGE_SIZE, size);
+    return aligned_alloc_checked(pcm_os_page_size(), size);
 }
 
 void *pcm_pvalloc(size_t size)
 {
-    if (size > SIZE_MAX - PCM_PAGE_SIZE) {
+    size_t page = pcm_os_page_size();
+    if (size > SIZE_MAX - page) {
         errno = ENOMEM;
         return NULL;
     }
-    size_t rounded = size ? PCM_ALIGN_UP(size, PCM_PAGE_SIZE) : PCM_PAGE_SIZE;
-    return aligned_alloc_checked(PCM_PAGE_SIZE, rounded);
+    size_t rounded = size ? PCM_ALIGN_UP(size, page) : page;
+    return aligned_alloc_checked(page, rounded);
 }
 
 /* ---- realloc ---- */
@@ -298,8 +302,10 @@ void pcm_free_aligned_sized(void *p, size_t alignment, size_t size)
     struct object_info info = lookup(p, "free_aligned_sized");
     if (!is_power_of_two(alignment) || (uintptr_t)p % alignment)
         pcm_misuse_wrong_alignment("free_aligned_sized", p, alignment);
+    /* The class aligned_alloc_checked would have used; 0 (unused) where
+     * it went to the large path. */
     unsigned cls = 0;
-    if (size <= PCM_SMALL_MAX)
+    if (size <= PCM_SMALL_MAX && alignment <= PCM_PAGE_SIZE)
         cls = alignment <= PCM_MIN_ALIGN ? pcm_size_class(size) : aligned_class(alignment, size);
     check_size("free_aligned_sized", p, info, cls, size);
     free_checked(p, "free_aligned_sized");
