@@ -11,6 +11,7 @@
  * alignments above the segment size.
  * Uses the C library (errno, string.h, sysconf): libc platform only.
  */
+#include "api_pattern.h"
 #include "harness.h"
 #include "harness_internal.h"
 
@@ -27,8 +28,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
 
 static const size_t test_sizes[] = {0, 1, 17, 4096, 300000};
 #define TEST_SIZES (sizeof test_sizes / sizeof test_sizes[0])
@@ -42,29 +41,6 @@ static size_t page_size(void)
 }
 
 /* ---- helpers ---- */
-
-static inline unsigned char pattern_byte(size_t i, uintptr_t seed)
-{
-    uint32_t x =
-        ((uint32_t)i ^ (uint32_t)(i >> 11) ^ (uint32_t)seed ^ (uint32_t)(seed >> 13)) * 0x9E3779B1u;
-    return (unsigned char)(x >> 24);
-}
-
-static void fill(void *p, size_t n, uintptr_t seed)
-{
-    unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        b[i] = pattern_byte(i, seed);
-}
-
-static size_t first_mismatch(const void *p, size_t n, uintptr_t seed)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != pattern_byte(i, seed))
-            return i;
-    return SIZE_MAX;
-}
 
 /* One aligned result: check it and fill it.  `align` is what the call
  * promised (the pointer must be a multiple of it, and of 16).  Returns p

@@ -5,6 +5,7 @@
  * NULL + ENOMEM, a zero count or size gives a unique freeable pointer.
  * Uses the C library (errno, string.h): libc platform only.
  */
+#include "api_pattern.h"
 #include "harness.h"
 
 #include "pcmalloc.h"
@@ -15,8 +16,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
 
 /* Offset of the first non-zero byte of p[0 .. n-1], or SIZE_MAX. */
 static size_t first_nonzero(const void *p, size_t n)

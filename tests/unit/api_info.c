@@ -6,6 +6,7 @@
  * pcm_mallopt and pcm_malloc_stats (a report on stderr).
  * Uses the C library (errno, malloc.h, dup2, tmpfile): libc platform only.
  */
+#include "api_pattern.h"
 #include "harness.h"
 
 #include "pcmalloc.h"
@@ -19,8 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
 
 /* ---- free_sized ---- */
 

@@ -8,6 +8,7 @@
  * met; many live objects that must not overlap.
  * Uses the C library (errno, string.h, qsort): libc platform only.
  */
+#include "api_pattern.h"
 #include "harness.h"
 
 #include "pcmalloc.h"
@@ -18,36 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
-
 /* ---- helpers ---- */
-
-/* The byte at offset i of an object filled with `seed`: varies with both,
- * so a copy shifted by any offset, or another object's bytes, mismatch. */
-static inline unsigned char pattern_byte(size_t i, uintptr_t seed)
-{
-    uint32_t x =
-        ((uint32_t)i ^ (uint32_t)(i >> 11) ^ (uint32_t)seed ^ (uint32_t)(seed >> 13)) * 0x9E3779B1u;
-    return (unsigned char)(x >> 24);
-}
-
-static void fill(void *p, size_t n, uintptr_t seed)
-{
-    unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        b[i] = pattern_byte(i, seed);
-}
-
-/* Offset of the first byte that does not hold the pattern, or SIZE_MAX. */
-static size_t first_mismatch(const void *p, size_t n, uintptr_t seed)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != pattern_byte(i, seed))
-            return i;
-    return SIZE_MAX;
-}
 
 struct extent {
     uintptr_t start;

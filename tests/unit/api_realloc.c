@@ -8,6 +8,7 @@
  * object intact.
  * Uses the C library (errno, string.h, malloc.h): libc platform only.
  */
+#include "api_pattern.h"
 #include "harness.h"
 
 #include "pcmalloc.h"
@@ -20,38 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define KIB ((size_t)1024)
-#define MIB ((size_t)1024 * 1024)
-
-/* ---- helpers ---- */
-
-/* The byte at offset i of a buffer filled with `seed`.  It depends on the
- * offset and not on the address, so it survives a move; a copy shifted by
- * any offset mismatches. */
-static inline unsigned char pattern_byte(size_t i, uintptr_t seed)
-{
-    uint32_t x = ((uint32_t)i ^ (uint32_t)(i >> 11) ^ (uint32_t)seed) * 0x9E3779B1u;
-    return (unsigned char)(x >> 24);
-}
-
-static void fill_range(void *p, size_t from, size_t to, uintptr_t seed)
-{
-    unsigned char *b = p;
-    for (size_t i = from; i < to; i++)
-        b[i] = pattern_byte(i, seed);
-}
-
-/* Offset of the first byte in [0, n) that does not hold the pattern, or
- * SIZE_MAX. */
-static size_t first_mismatch(const void *p, size_t n, uintptr_t seed)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        if (b[i] != pattern_byte(i, seed))
-            return i;
-    return SIZE_MAX;
-}
 
 /* ---- realloc(NULL, n) and realloc(p, 0) ---- */
 
