@@ -65,7 +65,9 @@ GROUP_TESTS := $(foreach src,$(GROUP_TEST_SRC),$(BUILD)/tests/$(subst /,_,$(pats
 # the runner starts with LD_PRELOAD=libpcmalloc.so.
 PRELOAD_TEST_SRC := $(sort $(wildcard tests/preload/*.c))
 PRELOAD_TESTS := $(patsubst tests/preload/%.c,$(BUILD)/preload/%,$(PRELOAD_TEST_SRC))
-TESTS := $(BUILD)/tests/arch $(GROUP_TESTS) $(PRELOAD_TESTS)
+# tests/abi/link.c, linked the two ways users link: libpcmalloc.a, -lpcmalloc.
+ABI_TESTS := $(BUILD)/tests/abi_static_link $(BUILD)/tests/abi_shared_link
+TESTS := $(BUILD)/tests/arch $(GROUP_TESTS) $(PRELOAD_TESTS) $(ABI_TESTS)
 
 # The K6 program: the same arch tests, no libc, raw system calls.
 K6_SRC := tests/harness/harness.c tests/harness/platform_freestanding_x86.c \
@@ -85,7 +87,7 @@ say = $(if $(filter 1,$(V)),,@echo "  $(1) $(2)")
 .PHONY: all lib tests test test-all deps clean run
 all: lib tests
 
-lib: $(BUILD)/libpcmalloc.so $(BUILD)/libpcmalloc.a
+lib: $(BUILD)/libpcmalloc.so $(BUILD)/libpcmalloc.so.1 $(BUILD)/libpcmalloc.a
 
 tests: $(TESTS) $(if $(filter x86,$(ARCH)),$(BUILD)/k6/arch_freestanding $(BUILD)/k6/cmov_canary)
 
@@ -109,6 +111,10 @@ $(BUILD)/libpcmalloc.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$@)
 	$(Q)$(CC) -shared -Wl,-soname,libpcmalloc.so.1 -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
+
+# The soname: what programs linked with -lpcmalloc load.
+$(BUILD)/libpcmalloc.so.1: $(BUILD)/libpcmalloc.so
+	$(Q)ln -sf libpcmalloc.so $@
 
 $(BUILD)/libpcmalloc.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -134,6 +140,16 @@ $(BUILD)/preload/%: $(BUILD)/obj/tests/preload/%.o $(HARNESS_OBJ) $(BUILD)/obj/s
 	$(call say,CC,$@)
 	$(Q)$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/obj/src/format.o $(LIBS) -ldl
 
+$(BUILD)/tests/abi_static_link: $(BUILD)/obj/tests/abi/link.o $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a
+	$(call say,CC,$@)
+	$(Q)$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a $(LIBS)
+
+# The harness formats with src/format.c, hidden inside the shared library.
+$(BUILD)/tests/abi_shared_link: $(BUILD)/obj/tests/abi/link.o $(HARNESS_OBJ) $(BUILD)/obj/src/format.o $(BUILD)/libpcmalloc.so.1
+	$(call say,CC,$@)
+	$(Q)$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/obj/src/format.o -L$(BUILD) -l:libpcmalloc.so \
+	    -Wl,-rpath,'$$ORIGIN/..' $(LIBS)
+
 $(BUILD)/k6/arch_freestanding: $(K6_SRC) $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$@)
@@ -149,7 +165,7 @@ $(BUILD)/k6/cmov_canary: tests/k6/cmov_canary.c | $(NEED_DEPS)
 RESULTS ?= $(BUILD)/results
 test: all
 	@rm -rf $(RESULTS)/$(ARCH)-*
-	OBJDUMP=$(OBJDUMP) RESULTS=$(RESULTS) qemu/run-tests.sh $(ARCH) $(BUILD)
+	OBJDUMP=$(OBJDUMP) NM=$(CROSS_COMPILE)nm RESULTS=$(RESULTS) qemu/run-tests.sh $(ARCH) $(BUILD)
 	@qemu/summarize.sh $(RESULTS) $(ARCH)-
 
 test-all:

@@ -69,6 +69,13 @@ run_suite() {
 lib=$(cd "$build" && pwd)/libpcmalloc.so
 shopt -s nullglob
 
+echo "== [abi] exported symbols of $lib"
+if tests/abi/exported_symbols.sh "${NM:-nm}" "$lib"; then
+    record abi exported_symbols ok
+else
+    record abi exported_symbols fail
+fi
+
 case "$arch" in
 x86_64 | generic)
     run_suite "$arch" env "env LD_PRELOAD=$lib"

@@ -207,6 +207,7 @@ static void *refill_locked(struct pcm_heap *h, unsigned cls)
             } else if (span->carved < span->capacity) {
                 obj = (pcm_word_t *)(span->start + (uintptr_t)span->carved * span->object_size);
                 span->carved++;
+                pcm_segment_touched(pcm_segment_of(obj), (uintptr_t)obj, (uintptr_t)obj + span->object_size);
             } else {
                 break;
             }

@@ -45,6 +45,7 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
         return NULL;
     }
     pcm_stats_segment_mapped(PCM_SEGMENT_SIZE);
+    pcm_stats_committed(HEADER_PAGES << PCM_PAGE_SHIFT);
     return s;
 }
 
@@ -85,6 +86,22 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         return span;
     }
     return NULL;
+}
+
+void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
+{
+    size_t first = (start - (uintptr_t)s) >> PCM_PAGE_SHIFT;
+    size_t last = (end - 1 - (uintptr_t)s) >> PCM_PAGE_SHIFT;
+    size_t fresh = 0;
+    for (size_t page = first; page <= last; page++) {
+        pcm_word_t bit = (pcm_word_t)1 << (page % PCM_WORD_BITS);
+        if (!(s->page_touched[page / PCM_WORD_BITS] & bit)) {
+            s->page_touched[page / PCM_WORD_BITS] |= bit;
+            fresh++;
+        }
+    }
+    if (fresh)
+        pcm_stats_committed(fresh << PCM_PAGE_SHIFT);
 }
 
 void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)

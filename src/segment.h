@@ -70,6 +70,7 @@ struct pcm_segment {
     uint32_t free_pages;
     struct pcm_segment *next;     /* the owner heap's segments */
     pcm_word_t page_used[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
+    pcm_word_t page_touched[PCM_SEGMENT_PAGES / PCM_WORD_BITS]; /* objects were ever cut there */
     struct pcm_span span[PCM_SEGMENT_PAGES];
 };
 
@@ -92,6 +93,11 @@ struct pcm_segment *pcm_segment_create(unsigned owner);
 /* Cut a span of `pages` pages for class cls from s; NULL if s has no run
  * of that many free pages.  Caller holds the owner's lock. */
 struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, unsigned pages);
+
+/* Objects in [start, end) of s are about to be handed out for the first
+ * time: count the pages this touches first (spans are cut lazily, so pages
+ * no object was cut from cost nothing).  Caller holds the owner's lock. */
+void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end);
 
 /* Give a span's pages back to its segment for other spans (they stay
  * committed: giving memory back to the OS after a delay is decay's job).

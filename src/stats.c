@@ -12,50 +12,63 @@
 #include "sizeclass.h"
 
 static struct {
-    volatile pcm_word_t segments, large_objects, large_bytes, mapped_bytes, peak_mapped_bytes;
+    volatile pcm_word_t segments, large_objects, large_bytes;
+    volatile pcm_word_t mapped_bytes, peak_mapped_bytes;
+    volatile pcm_word_t committed_bytes, peak_committed_bytes;
 } totals;
 
-static void mapped(size_t bytes)
+/* *now += bytes, and raise *peak to it. */
+static void grow(volatile pcm_word_t *now, volatile pcm_word_t *peak, size_t bytes)
 {
-    pcm_word_t now = pcm_fetch_add_acq_rel(&totals.mapped_bytes, bytes) + bytes;
-    pcm_word_t peak = pcm_load_relaxed(&totals.peak_mapped_bytes);
-    while (now > peak && !pcm_cas_acq_rel(&totals.peak_mapped_bytes, &peak, now))
+    pcm_word_t value = pcm_fetch_add_acq_rel(now, bytes) + bytes;
+    pcm_word_t seen = pcm_load_relaxed(peak);
+    while (value > seen && !pcm_cas_acq_rel(peak, &seen, value))
         ;
 }
 
 void pcm_stats_segment_mapped(size_t bytes)
 {
     pcm_fetch_add_acq_rel(&totals.segments, 1);
-    mapped(bytes);
+    grow(&totals.mapped_bytes, &totals.peak_mapped_bytes, bytes);
+}
+
+void pcm_stats_committed(size_t bytes)
+{
+    grow(&totals.committed_bytes, &totals.peak_committed_bytes, bytes);
+}
+
+static void large_grew(size_t bytes)
+{
+    pcm_fetch_add_acq_rel(&totals.large_bytes, bytes);
+    grow(&totals.mapped_bytes, &totals.peak_mapped_bytes, bytes);
+    pcm_stats_committed(bytes);
+}
+
+static void large_shrank(size_t bytes)
+{
+    pcm_fetch_sub_acq_rel(&totals.large_bytes, bytes);
+    pcm_fetch_sub_acq_rel(&totals.mapped_bytes, bytes);
+    pcm_fetch_sub_acq_rel(&totals.committed_bytes, bytes);
 }
 
 void pcm_stats_large_created(size_t bytes)
 {
     pcm_fetch_add_acq_rel(&totals.large_objects, 1);
-    pcm_fetch_add_acq_rel(&totals.large_bytes, bytes);
-    mapped(bytes);
-}
-
-static void unmapped(size_t bytes)
-{
-    pcm_fetch_sub_acq_rel(&totals.large_bytes, bytes);
-    pcm_fetch_sub_acq_rel(&totals.mapped_bytes, bytes);
+    large_grew(bytes);
 }
 
 void pcm_stats_large_resized(size_t old_bytes, size_t new_bytes)
 {
-    if (new_bytes > old_bytes) {
-        pcm_fetch_add_acq_rel(&totals.large_bytes, new_bytes - old_bytes);
-        mapped(new_bytes - old_bytes);
-    } else {
-        unmapped(old_bytes - new_bytes);
-    }
+    if (new_bytes > old_bytes)
+        large_grew(new_bytes - old_bytes);
+    else
+        large_shrank(old_bytes - new_bytes);
 }
 
 void pcm_stats_large_destroyed(size_t bytes)
 {
     pcm_fetch_sub_acq_rel(&totals.large_objects, 1);
-    unmapped(bytes);
+    large_shrank(bytes);
 }
 
 void pcm_stats_totals_read(struct pcm_stats_totals *out)
@@ -65,6 +78,8 @@ void pcm_stats_totals_read(struct pcm_stats_totals *out)
     out->large_bytes = pcm_load_relaxed(&totals.large_bytes);
     out->mapped_bytes = pcm_load_relaxed(&totals.mapped_bytes);
     out->peak_mapped_bytes = pcm_load_relaxed(&totals.peak_mapped_bytes);
+    out->committed_bytes = pcm_load_relaxed(&totals.committed_bytes);
+    out->peak_committed_bytes = pcm_load_relaxed(&totals.peak_committed_bytes);
 }
 
 int pcm_stats_fd = 2;
@@ -84,6 +99,9 @@ void pcm_stats_print(void)
     pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings, %lu KiB mapped now, %lu KiB at peak",
                 (unsigned long)t.segments, (unsigned long)t.large_objects,
                 (unsigned long)(t.mapped_bytes >> 10), (unsigned long)(t.peak_mapped_bytes >> 10));
+    pcm_message_to(pcm_stats_fd, "stats: %lu KiB committed now, %lu KiB at peak (segment headers, pages objects were "
+                                 "cut from, large mappings)",
+                   (unsigned long)(t.committed_bytes >> 10), (unsigned long)(t.peak_committed_bytes >> 10));
     if (!pcm_heaps)
         return;
     pcm_message_to(pcm_stats_fd, "stats: %8s %12s %12s", "class", "served", "returned");

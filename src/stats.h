@@ -18,9 +18,15 @@ struct pcm_stats_totals {
     pcm_word_t large_bytes;     /* bytes in large mappings now */
     pcm_word_t mapped_bytes;    /* segments + large mappings now */
     pcm_word_t peak_mapped_bytes;
+    /* An upper bound of the memory touched: segment headers, every page
+     * objects were ever cut from (nothing is decommitted yet), large
+     * mappings. */
+    pcm_word_t committed_bytes;
+    pcm_word_t peak_committed_bytes;
 };
 
 void pcm_stats_segment_mapped(size_t bytes);
+void pcm_stats_committed(size_t bytes);
 void pcm_stats_large_created(size_t bytes);
 void pcm_stats_large_resized(size_t old_bytes, size_t new_bytes);
 void pcm_stats_large_destroyed(size_t bytes);
