@@ -5,6 +5,7 @@
 #   make test [ARCH=...]       that build's tests (cross builds under qemu-user)
 #   make test-all              every architecture, one summary line at the end
 #   make run                   real programs with pcmalloc preloaded, vs glibc
+#   make bench                 the benchmarks against the peers (build/bench/results.md)
 #   make deps                  install (apt-get) what building and testing need
 
 HOST_MACHINE := $(shell uname -m)
@@ -84,7 +85,7 @@ say = $(if $(filter 1,$(V)),,@echo "  $(1) $(2)")
 # Objects of pattern-rule chains are kept, so a second make is a no-op.
 .SECONDARY:
 
-.PHONY: all lib tests test test-all deps clean run
+.PHONY: all lib tests test test-all deps clean run bench
 all: lib tests
 
 lib: $(BUILD)/libpcmalloc.so $(BUILD)/libpcmalloc.so.1 $(BUILD)/libpcmalloc.a
@@ -177,6 +178,18 @@ test-all:
 # The main job: real programs with pcmalloc preloaded, beside glibc.
 run: lib
 	scripts/demo.sh $(BUILD)/libpcmalloc.so
+
+ifneq ($(filter bench,$(MAKECMDGOALS)),)
+ifneq ($(ARCH),$(HOST_ARCH))
+$(error make bench runs the host build only: drop ARCH=$(ARCH))
+endif
+endif
+
+# Benchmarks of the host build against glibc, jemalloc, tcmalloc and mimalloc:
+# build/bench/results.md and its plots (bench/README.md; BENCH_QUICK=1: a one-minute smoke test).
+bench: lib
+	scripts/bench_deps.sh
+	python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench
 
 clean:
 	rm -rf build

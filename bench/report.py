@@ -1,0 +1,318 @@
+"""bench/report.py - writes build/bench/results.md: the machine, the
+allocators, an at-a-glance table of pcmalloc against the best peer, every
+failure with the command that reproduces it, then one table per benchmark
+(a row per allocator) with its plot. Also the raw CSV of every run.
+
+Formatting only: every figure comes from aggregate.py, every picture from
+plot.py.
+"""
+
+import csv
+import os
+
+CSV_FIELDS = ["repetition", "benchmark", "threads", "pinned", "allocator", "status", "metric",
+              "value", "unit", "checksum", "maxrss_kb", "wall_s", "args", "detail"]
+
+
+class RunLog:
+    """runs.csv, written as the runs happen, so an interrupted suite
+    still leaves its data behind."""
+
+    def __init__(self, path):
+        self.file = open(path, "w", newline="", encoding="utf-8")
+        self.writer = csv.DictWriter(self.file, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        self.writer.writeheader()
+
+    def add(self, record):
+        self.writer.writerow(record)
+        self.file.flush()
+
+    def rewrite(self, records):
+        """After the checksum check has relabelled some runs."""
+        self.file.seek(0)
+        self.file.truncate()
+        self.writer.writeheader()
+        for r in records:
+            self.writer.writerow(r)
+        self.file.close()
+
+
+def _number(value):
+    """Three significant digits, without exponent for everyday magnitudes."""
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def _value(cell):
+    if cell.metric == "time":
+        return f"{_number(cell.value)} s"
+    return f"{_number(cell.value / 1e6)} M"
+
+
+def _ratio(ratio):
+    return "" if ratio is None else f"{ratio:.2f}"
+
+
+def _bold(text, yes):
+    return f"**{text}**" if yes and text else text
+
+
+def _failure(cell):
+    failed = f"{cell.failures}/{cell.runs}" if cell.runs > 1 else ""
+    return f"**{cell.status.upper()}** {failed}".strip()
+
+
+def _config_label(threads, pinned):
+    return f"{threads} pinned" if pinned else str(threads)
+
+
+class Report:
+    def __init__(self, settings, machine, allocators, benchmarks, tables, best_peer,
+                 fastpath, fastpath_ratios, failures, plots):
+        self.s = settings
+        self.machine = machine
+        self.allocators = allocators
+        self.benchmarks = benchmarks
+        self.tables = tables
+        self.best_peer = best_peer
+        self.fastpath = fastpath
+        self.fastpath_ratios = fastpath_ratios
+        self.failures = failures
+        self.plots = plots  # names of the PNGs that were drawn
+        self.lines = []
+
+    def _out(self, *lines):
+        self.lines.extend(lines)
+
+    def _image(self, name, alt):
+        if name in self.plots:
+            self._out(f"![{alt}]({name}.png)", "")
+
+    def write(self, path):
+        self._header()
+        self._glance()
+        self._failures()
+        for number, benchmark in enumerate(self.benchmarks, 1):
+            if benchmark.threaded:
+                self._threaded(number, benchmark)
+            else:
+                self._single(number, benchmark)
+        if self.fastpath:
+            self._fastpath(len(self.benchmarks) + 1)
+        self._how_to_read()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(self.lines) + "\n")
+
+    # ---- sections ------------------------------------------------------
+
+    def _header(self):
+        s = self.s
+        mode = "quick run (BENCH_QUICK=1: reduced sizes)" if s.quick else "full run"
+        self._out(
+            "# pcmalloc benchmark results", "",
+            f"{mode}; {s.repetitions} repetition{'s' if s.repetitions > 1 else ''}, the "
+            "allocators interleaved within each; every figure is the median of the "
+            f"repetitions. Total time {s.elapsed_s / 60:.1f} min.", "",
+            "Ratios compare each allocator with the **best peer** of the same run (the best of "
+            + ", ".join(a.name for a in self.allocators if a.is_peer) + "): below 1.00 is "
+            "faster (or, for peak RSS, smaller) than every peer. **Bold**: the best in its column.",
+            "")
+        cpus = os.cpu_count() or 1
+        # The suite itself keeps about one CPU busy; a load well above that
+        # means other work shared the machine.
+        if max(s.load_start, s.load_end) > 1.5 + 0.25 * cpus:
+            self._out(f"⚠ **The machine was busy**: load average {s.load_start:.1f} at the start "
+                      f"and {s.load_end:.1f} at the end, on {cpus} CPUs. Other processes "
+                      "competed for the CPUs, so scaling across threads is understated and the "
+                      "noise is high; the ratios, taken between allocators run back to back, "
+                      "hold up better than the absolute figures.", "")
+        self._out("## Machine", "", "| | |", "|---|---|")
+        for what, value in self.machine:
+            self._out(f"| {what} | {value} |")
+        self._out("", "## Allocators", "", "| allocator | LD_PRELOAD | version |", "|---|---|---|")
+        for a in self.allocators:
+            library = f"`{a.preload}`" if a.preload else "(none: the C library's malloc)"
+            self._out(f"| {a.name} | {library} | {a.version} |")
+        for a in self.s.skipped_allocators:
+            self._out(f"| {a.name} | not run: {a.problem} | {a.version} |")
+        self._out("")
+
+    def _glance(self):
+        self._out("## At a glance: pcmalloc against the best peer", "")
+        if "pcmalloc" not in {a.name for a in self.allocators}:
+            self._out("pcmalloc was not part of this run.", "")
+            return
+        self._image("summary", "pcmalloc against the best peer")
+        self._out("| benchmark | threads | pcmalloc | best peer | time vs best peer | "
+                  "peak RSS vs best peer |", "|---|---|---|---|---|---|")
+        wins = close = losses = total = 0
+        for benchmark in self.benchmarks:
+            for key in self.s.configs(benchmark):
+                column = self.tables.get((benchmark.name, *key), {})
+                mine = column.get("pcmalloc")
+                if mine is None:
+                    continue
+                peer = self.best_peer(column)
+                peer_text = f"{peer} {_value(column[peer])}" if peer else "-"
+                if mine.ok:
+                    total += 1
+                    ratio = mine.time_ratio
+                    wins += ratio is not None and ratio <= 1.0
+                    close += ratio is not None and 1.0 < ratio <= 1.1
+                    losses += ratio is not None and ratio > 2.0
+                    flag = " ⚠" if ratio is not None and ratio > 2.0 else ""
+                    self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
+                              f"| {_value(mine)} | {peer_text} | {_ratio(ratio)}{flag} "
+                              f"| {_ratio(mine.rss_ratio)} |")
+                else:
+                    self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
+                              f"| {_failure(mine)} | {peer_text} | | |")
+        for size, row in self.fastpath.items():
+            mine = row.get("pcmalloc")
+            if not mine:
+                continue
+            ratios = self.fastpath_ratios.get(size, {})
+            peers = [(n, c) for n, c in row.items() if n != "pcmalloc" and c.ok]
+            best = min(peers, key=lambda nc: nc[1].per_pair) if peers else None
+            peer_text = f"{best[0]} {best[1].per_pair:.0f} instr" if best else "-"
+            value = f"{mine.per_pair:.0f} instr" if mine.ok else "**FAIL**"
+            self._out(f"| fastpath (callgrind) | size {_size_label(size)} | {value} | {peer_text} "
+                      f"| {_ratio(ratios.get('pcmalloc'))} | |")
+        self._out("", f"pcmalloc is at least as fast as the best peer in {wins} of {total} "
+                  f"timed columns, within 10% in {close} more, and more than twice as slow in "
+                  f"{losses} (marked ⚠).", "")
+
+    def _failures(self):
+        self._out("## Failures", "")
+        if not self.failures:
+            self._out("None: every run exited cleanly with the expected checksum.", "")
+            return
+        self._out("Each line: allocator, benchmark, setting, repetition, what happened, and "
+                  "the command that reproduces it.", "")
+        for f in self.failures:
+            self._out(f"- **{f['allocator']}** {f['benchmark']} "
+                      f"({_config_label(f['threads'], f['pinned'])} thr), repetition "
+                      f"{f['repetition']}: {f['status']} — {f['detail']}  ", f"  `{f['command']}`")
+        self._out("")
+
+    def _single(self, number, benchmark):
+        column = self.tables.get((benchmark.name, 1, False), {})
+        args = " ".join(self.s.argv(benchmark, 1))
+        self._out(f"## {number}. {benchmark.name} — {benchmark.title}", "", benchmark.about, "",
+                  f"Arguments: `{args}`", "",
+                  "| allocator | time (s) | vs best peer | peak RSS (MiB) | vs best peer | spread |",
+                  "|---|---|---|---|---|---|")
+        for a in self.allocators:
+            cell = column.get(a.name)
+            if cell is None:
+                continue
+            if not cell.ok:
+                self._out(f"| {a.name} | {_failure(cell)} | | | | |")
+                continue
+            self._out(f"| {a.name} | {_bold(_number(cell.value), cell.best_time)} "
+                      f"| {_ratio(cell.time_ratio)} "
+                      f"| {_bold(f'{cell.rss_kb / 1024:.1f}', cell.best_rss)} "
+                      f"| {_ratio(cell.rss_ratio)} | {cell.spread * 100:.0f}% |")
+        self._out("")
+        self._image(benchmark.name, benchmark.title)
+
+    def _threaded(self, number, benchmark):
+        keys = self.s.configs(benchmark)
+        unit = next((c.unit for key in keys
+                     for c in self.tables.get((benchmark.name, *key), {}).values() if c.ok),
+                    "ops/s")
+        largest = max((k for k in keys if not k[1]), default=keys[-1])
+        args = " ".join(self.s.argv(benchmark, "T"))
+        self._out(f"## {number}. {benchmark.name} — {benchmark.title}", "", benchmark.about, "",
+                  f"Arguments: `{args}`; the pinned run puts all "
+                  f"{self.s.pinned_threads} threads on CPU 0 (as `taskset -c 0` would).", "",
+                  f"Throughput in million {unit} (ratio to the best peer: below 1.00 is faster), "
+                  f"by thread count:", "",
+                  "| allocator | " + " | ".join(_config_label(*k) for k in keys)
+                  + f" | peak RSS at {largest[0]} thr (MiB) |",
+                  "|---|" + "---|" * (len(keys) + 1))
+        for a in self.allocators:
+            cells = []
+            for key in keys:
+                cell = self.tables.get((benchmark.name, *key), {}).get(a.name)
+                if cell is None:
+                    cells.append("")
+                elif not cell.ok:
+                    cells.append(_failure(cell))
+                else:
+                    text = _bold(_number(cell.value / 1e6), cell.best_time)
+                    cells.append(f"{text} ({_ratio(cell.time_ratio)})" if cell.time_ratio
+                                 else text)
+            big = self.tables.get((benchmark.name, *largest), {}).get(a.name)
+            rss = ""
+            if big is not None and big.ok:
+                rss = _bold(f"{big.rss_kb / 1024:.1f}", big.best_rss)
+                rss += f" ({_ratio(big.rss_ratio)})" if big.rss_ratio else ""
+            if any(cells):
+                self._out(f"| {a.name} | " + " | ".join(cells) + f" | {rss} |")
+        self._out("")
+        self._image(benchmark.name, benchmark.title)
+
+    def _fastpath(self, number):
+        sizes = list(self.fastpath)
+        self._out(f"## {number}. fastpath — instructions per malloc+free pair (callgrind)", "",
+                  "`valgrind --tool=callgrind --toggle-collect=measured_pairs` over "
+                  f"`{' '.join(self.s.fastpath_args)}` pairs of malloc and free after a warm-up; "
+                  "the count of the same loop calling two empty functions (the loop's own cost: "
+                  f"{self.s.fastpath_overhead:.1f} instructions per pair) is subtracted. "
+                  "Instruction counts repeat exactly from run to run. Ratio to the best peer in "
+                  "parentheses. Under valgrind glibc cannot use restartable sequences, so "
+                  "`sched_getcpu()` takes its system-call path; the last column shows what "
+                  "that cost an allocator that calls it on every malloc and free (natively it "
+                  "is a few loads).", "",
+                  "| allocator | " + " | ".join(_size_label(s) for s in sizes)
+                  + " | of which sched_getcpu (first column) |",
+                  "|---|" + "---|" * (len(sizes) + 1))
+        for a in self.allocators:
+            cells = []
+            for size in sizes:
+                count = self.fastpath[size].get(a.name)
+                if count is None:
+                    cells.append("")
+                elif not count.ok:
+                    cells.append("**FAIL**")
+                else:
+                    ratio = self.fastpath_ratios[size].get(a.name)
+                    cells.append(f"{count.per_pair:.0f}" + (f" ({ratio:.2f})" if ratio else ""))
+            first = self.fastpath[sizes[0]].get(a.name)
+            getcpu = f"{first.getcpu_per_pair:.0f}" if first is not None and first.ok else ""
+            self._out(f"| {a.name} | " + " | ".join(cells) + f" | {getcpu} |")
+        failed = [(s, n, c.detail) for s in sizes for n, c in self.fastpath[s].items() if not c.ok]
+        if failed:
+            self._out("")
+            for size, name, detail in failed:
+                self._out(f"- {name}, size {_size_label(size)}: {detail}")
+        self._out("")
+        self._image("fastpath", "instructions per malloc+free pair")
+
+    def _how_to_read(self):
+        self._out(
+            "## How to read this", "",
+            "- Each benchmark is a program in `bench/` run with the allocator brought in by "
+            "`LD_PRELOAD` (glibc: no preload). It prints one result line with a checksum; a run "
+            "whose checksum differs from glibc's for the same arguments, that crashes, reports a "
+            "corrupt object, or exceeds the time limit is marked in its cell and listed under "
+            "Failures, and takes no part in the ratios.",
+            "- Threaded programs split a fixed amount of work between their threads; on a "
+            "machine with N CPUs throughput can grow up to N threads and should stay flat "
+            "beyond (oversubscription). The pinned run puts every thread on CPU 0.",
+            "- Peak RSS is the kernel's maximum resident set size of the process (wait4's "
+            "rusage), benchmark data included: compare allocators, not absolute values.",
+            "- `spread` is (max - min) / median over the repetitions: the noise of this machine.",
+            "- Raw data: `runs.csv` (every run); plot data and gnuplot scripts: `plots/`.",
+            "- Reproduce one cell: `LD_PRELOAD=<library> build/bench/bin/<program> <arguments>`.",
+            "")
+
+
+def _size_label(size):
+    return "16..512 mixed" if size == 0 else f"{size} B"
