@@ -28,7 +28,7 @@ static inline bool is_power_of_two(size_t x)
     return x && !(x & (x - 1));
 }
 
-static void *small_alloc(unsigned cls)
+static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
 {
     pcm_ensure_init();
     struct pcm_heap *h = pcm_heap_current();
@@ -58,36 +58,49 @@ struct object_info {
     struct pcm_large *large; /* large object: its header, else NULL */
 };
 
+/* p lies in a segment: its span, after the cheap checks that p is at the
+ * start of an object handed out and not already free; else abort with a
+ * message naming `call`. */
+static inline __attribute__((always_inline)) struct pcm_span *checked_span(pcm_word_t *segment, void *p,
+                                                                           const char *call)
+{
+    struct pcm_span *span = pcm_span_of((struct pcm_segment *)segment, p);
+    uint32_t offset = (uint32_t)((uintptr_t)p - span->start);
+    uint32_t index = pcm_span_index(span, offset);
+    /* carved only grows while the span lives, so an object handed out is
+     * always below it; read without the lock, it can only be larger. */
+    if (__builtin_expect(!span->class_plus1 | (index * span->object_size != offset) | (index >= span->carved), 0))
+        pcm_misuse_invalid_pointer(call, p);
+    if (__builtin_expect(pcm_object_is_marked_free(p), 0))
+        pcm_misuse_double_free(call, p);
+    return span;
+}
+
+/* p is not in a segment: a live large object's header, or abort. */
+static struct pcm_large *checked_large(pcm_word_t *owner, void *p, const char *call)
+{
+    if (!owner)
+        pcm_misuse_invalid_pointer(call, p);
+    struct pcm_large *large = (struct pcm_large *)owner;
+    pcm_large_check(large, p, call);
+    return large;
+}
+
 /* Validate p (non-NULL) as a live object of pcmalloc's, or abort with a
- * message naming `call`.  Cheap checks only: p must lie in a chunk
- * pcmalloc owns, in a span, at the start of an object, and the object must
- * not carry the free mark. */
+ * message naming `call`: it must lie in a chunk pcmalloc owns and be a
+ * live object there. */
 static struct object_info lookup(void *p, const char *call)
 {
     struct object_info info = {NULL, NULL};
     pcm_word_t *owner = pcm_segment_map_find(p);
-    if (__builtin_expect(!owner, 0))
-        pcm_misuse_invalid_pointer(call, p);
-    if (*owner == PCM_KIND_LARGE) {
-        info.large = (struct pcm_large *)owner;
-        pcm_large_check(info.large, p, call);
-        return info;
-    }
-    struct pcm_span *span = pcm_span_of((struct pcm_segment *)owner, p);
-    uintptr_t offset = (uintptr_t)p - span->start;
-    /* carved only grows while the span lives, so an object handed out is
-     * always below it; read without the lock, it can only be larger. */
-    if (__builtin_expect(!span->class_plus1 || offset % span->object_size != 0 ||
-                             offset / span->object_size >= span->carved,
-                         0))
-        pcm_misuse_invalid_pointer(call, p);
-    if (__builtin_expect(pcm_object_is_marked_free(p), 0))
-        pcm_misuse_double_free(call, p);
-    info.span = span;
+    if (owner && *owner == PCM_KIND_SEGMENT)
+        info.span = checked_span(owner, p, call);
+    else
+        info.large = checked_large(owner, p, call);
     return info;
 }
 
-static void small_free(struct pcm_span *span, void *p)
+static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p)
 {
     unsigned cls = span->class_plus1 - 1u;
     struct pcm_heap *h = pcm_heap_current();
@@ -99,16 +112,22 @@ static void small_free(struct pcm_span *span, void *p)
     }
 }
 
-static void free_checked(void *p, const char *call)
+static __attribute__((noinline)) void large_free(pcm_word_t *owner, void *p, const char *call)
 {
-    struct object_info info = lookup(p, call);
-    if (info.span) {
-        small_free(info.span, p);
-    } else {
-        int saved = errno; /* munmap may set it; free must not */
-        pcm_large_free(info.large, p, call);
-        errno = saved;
-    }
+    struct pcm_large *large = checked_large(owner, p, call);
+    int saved = errno; /* munmap may set it; free must not */
+    pcm_large_free(large, p, call);
+    errno = saved;
+}
+
+/* The free path: the segment map, the checks, one push. */
+static inline __attribute__((always_inline)) void free_checked(void *p, const char *call)
+{
+    pcm_word_t *owner = pcm_segment_map_find(p);
+    if (__builtin_expect(owner && *owner == PCM_KIND_SEGMENT, 1))
+        small_free(checked_span(owner, p, call), p);
+    else
+        large_free(owner, p, call);
 }
 
 void pcm_free(void *p)

@@ -50,15 +50,6 @@ bool pcm_heaps_init(unsigned count)
     return true;
 }
 
-struct pcm_heap *pcm_heap_current(void)
-{
-    int cpu = pcm_os_current_cpu();
-    unsigned index = cpu < 0 ? 0 : (unsigned)cpu;
-    if (index >= pcm_heap_count)
-        index %= pcm_heap_count; /* PCMALLOC_CPUS, or a CPU the count missed */
-    return &pcm_heaps[index];
-}
-
 bool pcm_heap_trylock(struct pcm_heap *h)
 {
     pcm_word_t expected = 0;

@@ -18,6 +18,7 @@
 #define PCM_HEAP_H
 
 #include "atomic.h"
+#include "cpu.h"
 #include "segment.h"
 #include "sizeclass.h"
 
@@ -52,8 +53,15 @@ extern unsigned pcm_heap_count __attribute__((visibility("hidden")));
 /* Map and set up the heaps (start-up, single caller). False on ENOMEM. */
 bool pcm_heaps_init(unsigned count);
 
-/* The heap of the CPU the caller runs on now. */
-struct pcm_heap *pcm_heap_current(void);
+/* The heap of the CPU the caller runs on now (PCMALLOC_CPUS may give
+ * fewer heaps than CPUs: then CPUs share them round-robin). */
+static inline struct pcm_heap *pcm_heap_current(void)
+{
+    unsigned cpu = pcm_cpu_current();
+    if (__builtin_expect(cpu >= pcm_heap_count, 0))
+        cpu %= pcm_heap_count;
+    return &pcm_heaps[cpu];
+}
 
 /* Cache empty: take objects from h's spans (or, if h's lock is busy,
  * another heap's), return one and leave the rest in that heap's cache.

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <sys/auxv.h>
 
+#include "cpu.h"
 #include "free_mark.h"
 #include "heap.h"
 #include "message.h"
@@ -56,6 +57,7 @@ void pcm_init_slow(void)
     if (error)
         pcm_fatal("%s", without_prefix(error));
     pcm_options_load(&pcm_opts);
+    pcm_cpu_init();
     if (pcm_opts.stats)
         pcm_stats_keep_stderr();
     pcm_free_secret = random_secret();

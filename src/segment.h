@@ -50,6 +50,7 @@ struct pcm_span {
     uint16_t class_plus1;  /* 0: page not in a span (free, or the header) */
     uint16_t owner;        /* heap index */
     uint32_t object_size;
+    uint32_t size_reciprocal; /* ceil(2^32 / object_size): see pcm_span_index */
     uint32_t capacity;
     uintptr_t start;       /* address of object 0 */
     /* owner's lock */
@@ -84,6 +85,19 @@ static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
 {
     struct pcm_span *page = &s->span[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT];
     return page - page->first_offset;
+}
+
+/*
+ * The index of the object at byte `offset` of a span, without a division:
+ * with r = ceil(2^32 / size) = 2^32 / size + e (0 <= e < 1), an offset
+ * k * size gives k * 2^32 + k * size * e, and k * size < 2^20 (spans are at
+ * most 1 MiB) keeps the second term below 2^32, so the top half is exactly
+ * k.  Any other offset is caught by the caller's check index * size ==
+ * offset.
+ */
+static inline uint32_t pcm_span_index(const struct pcm_span *span, uint32_t offset)
+{
+    return (uint32_t)(((uint64_t)offset * span->size_reciprocal) >> 32);
 }
 
 /* A new segment for heap `owner`, registered in the segment map; NULL with

@@ -1,13 +1,6 @@
 /*
- * segment_map.c - the chunk -> owner map (see segment_map.h).
- *
- * 32-bit: 2^(32-22) = 1024 chunks, one static array.
- * 64-bit: user addresses below 2^48 give 2^26 chunks; a static top level of
- * 2^13 pointers to leaves of 2^13 entries, each leaf mapped on first use
- * (64 KiB; 512 MiB of address space per leaf).  A leaf is installed by
- * CAS: the loser of a race unmaps its own and uses the winner's.  Leaves
- * are never freed, so a reader never sees one disappear.
- * No locks; no malloc.
+ * segment_map.c - changing the chunk -> owner map (segment_map.h, where
+ * its shape and the lookup are).  No locks; no malloc.
  */
 #include "segment_map.h"
 
@@ -15,32 +8,30 @@
 #include "layout.h"
 #include "os.h"
 
-#if UINTPTR_MAX == 0xffffffffu
+volatile pcm_word_t pcm_segment_map_top[(size_t)1 << PCM_MAP_TOP_BITS];
 
-static volatile pcm_word_t chunk_owner[(size_t)1 << (32 - PCM_SEGMENT_SHIFT)];
+#if PCM_MAP_LEAF_BITS == 0
 
 static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
 {
     (void)create;
-    return &chunk_owner[chunk];
+    return &pcm_segment_map_top[chunk];
 }
 
 #else
 
-#define PCM_ADDRESS_BITS 48u
-#define LEAF_BITS 13u
-#define TOP_BITS (PCM_ADDRESS_BITS - PCM_SEGMENT_SHIFT - LEAF_BITS)
-#define LEAF_ENTRIES ((size_t)1 << LEAF_BITS)
+#define LEAF_ENTRIES ((size_t)1 << PCM_MAP_LEAF_BITS)
 
-static volatile pcm_word_t top_level[(size_t)1 << TOP_BITS];
-
+/* The entry of a chunk, its leaf mapped first if `create`.  A leaf is
+ * installed by CAS: the loser of a race unmaps its own and uses the
+ * winner's. */
 static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
 {
-    uintptr_t top = chunk >> LEAF_BITS;
-    if (top >= ((uintptr_t)1 << TOP_BITS))
-        return NULL; /* above 2^48: never one of ours (we never map there) */
+    uintptr_t top = chunk >> PCM_MAP_LEAF_BITS;
+    if (top >= ((uintptr_t)1 << PCM_MAP_TOP_BITS))
+        return NULL;
     /* acquire: a leaf's zeroed contents are visible before we index it */
-    pcm_word_t leaf = pcm_load_acquire(&top_level[top]);
+    pcm_word_t leaf = pcm_load_acquire(&pcm_segment_map_top[top]);
     if (!leaf) {
         if (!create)
             return NULL;
@@ -48,7 +39,7 @@ static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
         if (!fresh)
             return NULL;
         pcm_word_t expected = 0;
-        if (pcm_cas_acq_rel(&top_level[top], &expected, (pcm_word_t)fresh)) {
+        if (pcm_cas_acq_rel(&pcm_segment_map_top[top], &expected, (pcm_word_t)fresh)) {
             leaf = (pcm_word_t)fresh;
         } else {
             pcm_os_unmap(fresh, LEAF_ENTRIES * sizeof(pcm_word_t));
@@ -59,12 +50,6 @@ static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
 }
 
 #endif
-
-void *pcm_segment_map_find(const void *p)
-{
-    volatile pcm_word_t *entry = entry_of((uintptr_t)p >> PCM_SEGMENT_SHIFT, false);
-    return entry ? (void *)pcm_load_acquire(entry) : NULL;
-}
 
 bool pcm_segment_map_prepare(const void *base, size_t bytes)
 {

@@ -14,9 +14,48 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-/* The owner of the chunk holding p, or NULL. */
-void *pcm_segment_map_find(const void *p);
+#include "atomic.h"
+#include "layout.h"
+
+/*
+ * The map itself.  32-bit: 2^(32-22) = 1024 chunks, one static array.
+ * 64-bit: user addresses below 2^48 give 2^26 chunks; a static top level of
+ * 2^13 pointers to leaves of 2^13 entries, each leaf mapped on first use
+ * (64 KiB; 512 MiB of address space per leaf) and never freed, so a reader
+ * never sees one disappear.
+ */
+#if UINTPTR_MAX == 0xffffffffu
+#define PCM_MAP_LEAF_BITS 0u
+#define PCM_MAP_TOP_BITS (32u - PCM_SEGMENT_SHIFT)
+#else
+#define PCM_MAP_ADDRESS_BITS 48u
+#define PCM_MAP_LEAF_BITS 13u
+#define PCM_MAP_TOP_BITS (PCM_MAP_ADDRESS_BITS - PCM_SEGMENT_SHIFT - PCM_MAP_LEAF_BITS)
+#endif
+
+/* 32-bit: the entries themselves; 64-bit: pointers to leaves. */
+extern volatile pcm_word_t pcm_segment_map_top[(size_t)1 << PCM_MAP_TOP_BITS]
+    __attribute__((visibility("hidden")));
+
+/* The owner of the chunk holding p, or NULL: the free path's first step. */
+static inline void *pcm_segment_map_find(const void *p)
+{
+    uintptr_t chunk = (uintptr_t)p >> PCM_SEGMENT_SHIFT;
+#if PCM_MAP_LEAF_BITS == 0
+    return (void *)pcm_load_acquire(&pcm_segment_map_top[chunk]);
+#else
+    uintptr_t top = chunk >> PCM_MAP_LEAF_BITS;
+    if (__builtin_expect(top >= ((uintptr_t)1 << PCM_MAP_TOP_BITS), 0))
+        return NULL; /* above 2^48: never one of ours (we never map there) */
+    /* acquire: a leaf's zeroed contents are visible before we index it */
+    const volatile pcm_word_t *leaf = (const volatile pcm_word_t *)pcm_load_acquire(&pcm_segment_map_top[top]);
+    if (!leaf)
+        return NULL;
+    return (void *)pcm_load_acquire(&leaf[chunk & (((uintptr_t)1 << PCM_MAP_LEAF_BITS) - 1)]);
+#endif
+}
 
 /* Make sure the map has memory for every chunk of [base, base + bytes);
  * false if the map's own memory could not be mapped. */

@@ -1,0 +1,23 @@
+/*
+ * cpu.c - start-up of cpu.h: find glibc's rseq area.  __rseq_offset and
+ * __rseq_size are referenced weakly, so the library still loads with a C
+ * library that has no such symbols (then sched_getcpu serves).
+ */
+#include "cpu.h"
+
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+
+ptrdiff_t pcm_cpu_rseq_offset;
+bool pcm_cpu_rseq_present;
+
+void pcm_cpu_init(void)
+{
+    /* The main thread's registration stands for every thread's: glibc
+     * registers all or (tunable off, ENOSYS) none; a thread whose own
+     * registration failed reads cpu_id < 0 and falls back. */
+    if (&__rseq_offset && &__rseq_size && __rseq_size >= offsetof(struct rseq, cpu_id) + 4) {
+        pcm_cpu_rseq_offset = __rseq_offset;
+        pcm_cpu_rseq_present = true;
+    }
+}
