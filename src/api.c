@@ -249,9 +249,25 @@ void *pcm_pvalloc(size_t size)
 
 /* ---- realloc ---- */
 
-static void *move_object(void *p, size_t old_usable, size_t size)
+/* A buffer that realloc grows past this moves to a large mapping at once:
+ * from there on it grows with mremap, without copying.  Not on 32-bit
+ * builds: each large mapping starts on its own 4 MiB boundary, and 3 GiB
+ * of address space would run out after a few hundred such buffers. */
+#if UINTPTR_MAX == 0xffffffffu
+#define REALLOC_LARGE_FROM (PCM_SMALL_MAX + 1)
+#else
+#define REALLOC_LARGE_FROM ((size_t)64 * 1024)
+#endif
+
+/* realloc by moving: a new object of `capacity` bytes (>= size) gets the
+ * contents, then p is freed. */
+static void *move_object(void *p, size_t old_usable, size_t size, size_t capacity)
 {
-    void *fresh = pcm_malloc(size);
+    void *fresh;
+    if (capacity >= REALLOC_LARGE_FROM && size > old_usable)
+        fresh = pcm_large_alloc(capacity, 0, false);
+    else
+        fresh = pcm_malloc(capacity);
     if (!fresh)
         return NULL; /* p stays valid, errno is ENOMEM */
     memcpy(fresh, p, old_usable < size ? old_usable : size);
@@ -269,17 +285,22 @@ void *pcm_realloc(void *p, size_t size)
     }
     struct object_info info = lookup(p, "realloc");
     if (info.span) {
-        /* The same class keeps the object in place; any other moves it, so
-         * free_sized's class check holds after realloc too. */
+        size_t usable = info.span->object_size;
+        /* The same class keeps the object in place.  Growth moves it to at
+         * least twice its size: a buffer grown a little at a time is then
+         * copied O(log n) times with the copies summing to 2n, not once per
+         * size class (eight per doubling).  Shrinking moves it to the
+         * class of the new size. */
         if (size <= PCM_SMALL_MAX && pcm_size_class(size) == info.span->class_plus1 - 1u)
             return p;
-        return move_object(p, info.span->object_size, size);
+        if (size > usable && size < 2 * usable)
+            return move_object(p, usable, size, 2 * usable);
+        return move_object(p, usable, size, size);
     }
-    size_t usable = pcm_large_usable(info.large);
-    if (size <= PCM_SMALL_MAX && size < usable / 2)
-        return move_object(p, usable, size);
-    if (size <= PCM_SMALL_MAX)
-        return p;
+    /* A large object shrunk to half of what was last asked for, and into
+     * the small range, moves to a small one; growth stays in place. */
+    if (size <= PCM_SMALL_MAX && size < info.large->requested / 2)
+        return move_object(p, pcm_large_usable(info.large), size, size);
     return pcm_large_realloc(info.large, p, size);
 }
 
@@ -295,11 +316,15 @@ void *pcm_reallocarray(void *p, size_t count, size_t size)
 
 /* ---- C23 sized frees ---- */
 
+/* The size a sized free names must fit the object and, for a small one,
+ * be of its class or of one at most four times smaller: realloc's growth
+ * headroom (pcm_realloc) gives an object up to 2.25 times the class of the
+ * size asked for.  A large object kept in place by a shrinking realloc may
+ * have any size up to its usable one. */
 static void check_size(const char *call, void *p, struct object_info info, unsigned expected_class, size_t size)
 {
-    /* A large object kept in place by a shrinking realloc may have any
-     * size up to its usable one. */
-    bool ok = info.span ? info.span->class_plus1 - 1u == expected_class
+    size_t expected = pcm_class_size(expected_class);
+    bool ok = info.span ? info.span->object_size >= expected && info.span->object_size < 4 * expected
                         : size <= pcm_large_usable(info.large);
     if (!ok)
         pcm_misuse_wrong_size(call, p, size, usable_size(info));

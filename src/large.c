@@ -18,8 +18,11 @@
 
 #define CACHE_SLOTS 16u
 #define CACHE_BYTES_MAX ((size_t)64 << 20)
-/* A cached mapping serves a request needing at least 1/CACHE_FIT of it. */
-#define CACHE_FIT 2u
+/* A cached mapping serves a request it holds with at most this much to
+ * spare (or as much as the request itself, if more): a buffer that grows
+ * to the same size every round reuses last round's mapping, already
+ * populated, instead of faulting in fresh pages. */
+#define CACHE_SPARE_MAX ((size_t)2 << 20)
 
 /* Slot invariant: 0, or a header whose mapping is unused and whose
  * `object` is NULL.  A slot is filled by CAS from 0 and emptied by CAS from
@@ -53,7 +56,8 @@ static struct pcm_large *cache_take(size_t map_bytes)
             continue;
         struct pcm_large *large = (struct pcm_large *)seen;
         size_t have = pcm_load_relaxed((volatile pcm_word_t *)&large->map_bytes);
-        if (have < map_bytes || have / CACHE_FIT > map_bytes)
+        size_t spare_max = map_bytes > CACHE_SPARE_MAX ? map_bytes : CACHE_SPARE_MAX;
+        if (have < map_bytes || have - map_bytes > spare_max)
             continue;
         if (!pcm_cas_acq_rel(&cache_slot[i], &seen, 0))
             continue;
@@ -130,6 +134,7 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
         pcm_stats_large_created(map_bytes);
     }
     large->object = (char *)large + offset;
+    large->requested = size;
     return large->object;
 }
 
@@ -204,8 +209,12 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
     size_t need = PCM_ALIGN_UP(offset + size, PCM_PAGE_SIZE);
     size_t old_bytes = large->map_bytes;
     if (need <= old_bytes) {
-        if (need < old_bytes / 2) /* shrinking by more than half */
+        /* A real shrink, by more than half, gives the tail back; growth
+         * into a mapping that is already large enough (reused from the
+         * cache, or grown with headroom) keeps it. */
+        if (size < large->requested / 2 && need < old_bytes / 2)
             shrink_mapping(large, need);
+        large->requested = size;
         return p;
     }
     /* Grow by at least a quarter: repeated small growth stays amortised. */
@@ -220,6 +229,7 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
     }
     moved->map_bytes = new_bytes;
     moved->object = (char *)moved + offset;
+    moved->requested = size;
     pcm_segment_map_set(moved, new_bytes, moved); /* leaves prepared: cannot fail */
     pcm_stats_large_resized(old_bytes, new_bytes);
     return moved->object;

@@ -23,6 +23,7 @@ struct pcm_large {
     pcm_word_t kind;   /* PCM_KIND_LARGE */
     void *object;      /* the pointer handed out; NULL while cached */
     size_t map_bytes;  /* the whole mapping, header included */
+    size_t requested;  /* the size last asked for (alloc or realloc) */
 };
 
 /* zeroed: the caller needs zeros (calloc); a reused mapping is cleared,
