@@ -256,4 +256,23 @@ static inline void bench_report_throughput(double operations, double seconds, co
     fflush(stdout);
 }
 
+/* cache-scratch and cache-thrash's unit of work: allocate an object,
+ * write every byte `writes` times, sum it, free it; returns the sum.
+ * volatile: every write must reach the cache line, as a program updating a
+ * small object in place does - that is where false sharing shows. */
+static inline uint64_t bench_write_object(size_t size, long writes)
+{
+    volatile unsigned char *p = bench_check_alloc(malloc(size), size);
+    uint64_t sum = 0;
+    for (size_t j = 0; j < size; j++)
+        p[j] = 0;
+    for (long w = 0; w < writes; w++)
+        for (size_t j = 0; j < size; j++)
+            p[j] = (unsigned char)(p[j] + 1);
+    for (size_t j = 0; j < size; j++)
+        sum += p[j];
+    free((void *)p);
+    return sum;
+}
+
 #endif

@@ -23,19 +23,8 @@ static void scratch(int index, void *unused)
     free(handed[index]);
     long mine = objects_total / thread_count;
     uint64_t sum = 0;
-    for (long i = 0; i < mine; i++) {
-        volatile unsigned char *p = bench_check_alloc(malloc((size_t)object_size), (size_t)object_size);
-        for (long j = 0; j < object_size; j++)
-            p[j] = 0;
-        /* volatile: every write must reach the cache line, as a program
-         * updating a small object in place does. */
-        for (long w = 0; w < writes; w++)
-            for (long j = 0; j < object_size; j++)
-                p[j] = (unsigned char)(p[j] + 1);
-        for (long j = 0; j < object_size; j++)
-            sum += p[j];
-        free((void *)p);
-    }
+    for (long i = 0; i < mine; i++)
+        sum += bench_write_object((size_t)object_size, writes);
     sums[index][0] = sum;
 }
 
