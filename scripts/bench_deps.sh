@@ -11,16 +11,4 @@ packages=(
     util-linux                                         # taskset
     gcc libc6-dev python3                              # building and running the suite
 )
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-    echo "bench deps: all ${#packages[@]} packages present"
-    exit 0
-fi
-echo "bench deps: installing ${missing[*]}"
-sudo=
-[ "$(id -u)" -eq 0 ] || sudo=sudo
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+exec "$(dirname "$0")/deps.sh" "${packages[@]}"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# scripts/deps.sh - install with apt-get what building and testing pcmalloc
-# need, and nothing that is already there (idempotent; quick when complete).
+# scripts/deps.sh [PACKAGE...] - install with apt-get what building and
+# testing pcmalloc need (or the packages named), and nothing that is already
+# there (idempotent; quick when complete).
 set -eu
-packages=(
+default_packages=(
     make gcc libc6-dev binutils            # the host build
     gcc-i686-linux-gnu libc6-dev-i386-cross binutils-i686-linux-gnu         # ARCH=x86
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu  # ARCH=arm64
@@ -10,6 +11,11 @@ packages=(
     coreutils findutils gawk               # the test runner (timeout, find, awk)
     python3 perl                           # real programs run under LD_PRELOAD
 )
+if [ $# -gt 0 ]; then
+    packages=("$@")
+else
+    packages=("${default_packages[@]}")
+fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
