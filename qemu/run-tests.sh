@@ -3,8 +3,11 @@
 # the host's own architecture, under qemu-user for the cross builds (arm64
 # twice: a CPU without LSE and one with it; x86 also as the freestanding K6
 # program under a Pentium model, plus the cmov canary and the instruction
-# audit).  Each suite's counts go to $RESULTS/<ARCH>-<suite>.txt as lines
-# "<binary> <passed> <failed>"; qemu/summarize.sh adds them up.
+# audit), and on x86 and arm64 Debian's own perl, sort and python3 of that
+# architecture with pcmalloc preloaded (scripts/foreign_programs.sh fetches
+# them; tests/programs/ runs them).  Each suite's counts go to
+# $RESULTS/<ARCH>-<suite>.txt as lines "<binary> <passed> <failed>";
+# qemu/summarize.sh adds them up.
 set -u
 arch=$1
 build=$2
@@ -66,6 +69,41 @@ run_suite() {
     done
 }
 
+# run_foreign_programs SUITE DEBARCH TRIPLET SYSROOT RUNNER: the real
+# programs of Debian's DEBARCH (perl, sort, python3.11, which
+# scripts/foreign_programs.sh fetches and unpacks into build/foreign/), each
+# without and with pcmalloc preloaded into the guest program, under RUNNER
+# (qemu-user on the cross SYSROOT) with the unpacked root's libraries and
+# modules.  Scaled by PROGRAM_SCALE (percent, 50 by default under qemu).
+# Programs that could not be fetched count as failures.
+foreign_programs_fetched=
+run_foreign_programs() {
+    local suite=$1 debarch=$2 triplet=$3 sysroot=$4 runner=$5 root name
+    root=$(pwd)/build/foreign/$debarch/root
+    if [ -z "$foreign_programs_fetched" ]; then
+        echo "== [$suite] scripts/foreign_programs.sh $debarch"
+        if scripts/foreign_programs.sh "$debarch" 2>&1 | sed 's/^/  /'; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+            foreign_programs_fetched=yes
+        else
+            foreign_programs_fetched=no
+        fi
+    fi
+    if [ "$foreign_programs_fetched" != yes ]; then
+        echo "  !! the $debarch programs could not be fetched (no network to Debian's mirrors?): not run"
+        for name in python perl sort; do
+            record "$suite" "$name.sh" fail
+        done
+        return
+    fi
+    runner="$runner -E LD_LIBRARY_PATH=$sysroot/lib:$root/lib/$triplet:$root/usr/lib/$triplet"
+    runner="$runner -E PYTHONHOME=$root/usr -E PERL5LIB=$root/usr/lib/$triplet/perl-base"
+    for name in python perl sort; do
+        run_binary "$suite" "tests/programs/$name.sh" env PCM_LIB="$lib" PCM_RUN="$runner" \
+            PCM_RUN_PRELOAD="$runner -E LD_PRELOAD=$lib" PCM_PROGRAM_ROOT="$root" \
+            PROGRAM_SCALE="${PROGRAM_SCALE:-50}" bash
+    done
+}
+
 lib=$(cd "$build" && pwd)/libpcmalloc.so
 shopt -s nullglob
 
@@ -109,12 +147,19 @@ x86)
     else
         record audit k6_instruction_audit fail
     fi
+    # Debian's i386 perl, sort and python3 (they need an i686, not a K6).
+    run_foreign_programs programs i386 i386-linux-gnu "$sysroot" "$qemu"
     ;;
 arm64)
     sysroot=/usr/aarch64-linux-gnu
     for cpu in cortex-a57:llsc max:lse; do
         qemu="env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=${cpu#*:} qemu-aarch64 -cpu ${cpu%:*}"
         run_suite "${cpu%:*}-${cpu#*:}" "$qemu" "$qemu -E LD_PRELOAD=$lib"
+    done
+    # Debian's arm64 perl, sort and python3, on both CPUs (both atomics).
+    for cpu in cortex-a57:llsc max:lse; do
+        run_foreign_programs "programs-${cpu#*:}" arm64 aarch64-linux-gnu "$sysroot" \
+            "env QEMU_LD_PREFIX=$sysroot qemu-aarch64 -cpu ${cpu%:*}"
     done
     ;;
 *)

@@ -2,18 +2,31 @@
 # without and with pcmalloc preloaded, compare what it printed, and check
 # from pcmalloc's own statistics that it really served the program.
 # Usage in a test: . "$(dirname "$0")/lib.sh"; compare_run NAME CMD...
-# Needs PCM_LIB (the libpcmalloc.so under test).
+# Needs PCM_LIB (the libpcmalloc.so under test).  For a foreign
+# architecture's programs under qemu-user (qemu/run-tests.sh sets these):
+#   PCM_RUN          the command line the program runs under (word-split;
+#                    empty: natively)
+#   PCM_RUN_PRELOAD  the one that runs it with pcmalloc preloaded into the
+#                    program, not into qemu (default: env LD_PRELOAD=PCM_LIB)
+#   PCM_PROGRAM_ROOT where the foreign programs were unpacked (default: the
+#                    host's own, in /usr/bin and /bin)
+#   PROGRAM_SCALE    percent of the full workload (default 100)
 set -u
 : "${PCM_LIB:?PCM_LIB must name libpcmalloc.so}"
+PCM_RUN=${PCM_RUN:-}
+PCM_RUN_PRELOAD=${PCM_RUN_PRELOAD:-env LD_PRELOAD=$PCM_LIB}
+PCM_PROGRAM_ROOT=${PCM_PROGRAM_ROOT:-}
+PROGRAM_SCALE=${PROGRAM_SCALE:-100}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 compare_run() {
     local name=$1
     shift
-    "$@" >"$work/plain.out" 2>"$work/plain.err"
+    [ "$PROGRAM_SCALE" -eq 100 ] || name="$name (at $PROGRAM_SCALE%)"
+    $PCM_RUN "$@" >"$work/plain.out" 2>"$work/plain.err"
     local plain_rc=$?
-    LD_PRELOAD=$PCM_LIB PCMALLOC_STATS=1 "$@" >"$work/pcm.out" 2>"$work/pcm.err"
+    PCMALLOC_STATS=1 $PCM_RUN_PRELOAD "$@" >"$work/pcm.out" 2>"$work/pcm.err"
     local pcm_rc=$?
     local ok=1
     if [ "$plain_rc" -ne "$pcm_rc" ]; then
@@ -23,6 +36,11 @@ compare_run() {
     if ! cmp -s "$work/plain.out" "$work/pcm.out"; then
         echo "FAIL $name: output differs with pcmalloc preloaded:"
         diff "$work/plain.out" "$work/pcm.out" | head -20
+        ok=0
+    fi
+    if [ "$plain_rc" -ne 0 ]; then
+        echo "FAIL $name: exit status $plain_rc even without pcmalloc:"
+        head -10 "$work/plain.err"
         ok=0
     fi
     # The report pcmalloc printed at exit: segments mapped and objects
@@ -41,6 +59,33 @@ compare_run() {
     else
         failed=$((failed + 1))
     fi
+}
+
+# program NAME...: the path of the first program NAME found in usr/bin or
+# bin of PCM_PROGRAM_ROOT, or of / when it is not set (the system's own
+# programs, as packaged, not whatever PATH finds first).  None found is one
+# failure: the test then calls no_program, which ends it.
+program() {
+    local name path
+    for name in "$@"; do
+        for path in "$PCM_PROGRAM_ROOT/usr/bin/$name" "$PCM_PROGRAM_ROOT/bin/$name"; do
+            [ -x "$path" ] && echo "$path" && return 0
+        done
+    done
+    echo "FAIL no program $* in $PCM_PROGRAM_ROOT/usr/bin or $PCM_PROGRAM_ROOT/bin" >&2
+    return 1
+}
+
+no_program() {
+    failed=$((failed + 1))
+    finish
+    exit 1
+}
+
+# scaled N: N scaled by PROGRAM_SCALE percent, at least 1.
+scaled() {
+    local n=$(($1 * PROGRAM_SCALE / 100))
+    echo $((n > 0 ? n : 1))
 }
 
 passed=0

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # python3 building and dropping large dicts and lists across threads.
 . "$(dirname "$0")/lib.sh"
-cat >"$work/dicts.py" <<'PY'
+python=$(program python3 python3.11) || no_program
+cat >"$work/dicts.py" <<PY
 import threading
 results = [None] * 8
 def work(n):
     total = 0
-    for rnd in range(60):
+    for rnd in range($(scaled 60)):
         d = {("k%d" % i): [i, str(i) * (i % 7), {"x": i}] for i in range(3000)}
         l = [v for v in d.values() if v[0] % 3 == 0]
         total += len(l) + sum(len(v[1]) for v in l)
@@ -17,5 +18,5 @@ for t in threads: t.start()
 for t in threads: t.join()
 print(results)
 PY
-compare_run python3-dicts-threads /usr/bin/python3 "$work/dicts.py"
+compare_run python3-dicts-threads "$python" "$work/dicts.py"
 finish
