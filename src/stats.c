@@ -114,13 +114,18 @@ void pcm_stats_print(void)
         if (served)
             pcm_message_to(pcm_stats_fd, "stats: %8zu %12lu %12lu", pcm_class_size(c), served, returned);
     }
-    pcm_message_to(pcm_stats_fd, "stats: %6s %10s %10s %12s %10s %10s", "heap", "refills", "flushes", "remote frees",
-                "spans+", "spans-");
+    pcm_message_to(pcm_stats_fd, "stats: %6s %12s %12s %10s %10s %12s %8s %8s", "heap", "served", "returned",
+                   "refills", "flushes", "remote frees", "spans+", "spans-");
     for (unsigned h = 0; h < pcm_heap_count; h++) {
         const struct pcm_heap_stats *s = &pcm_heaps[h].stats;
-        if (s->refills || s->remote_drained)
-            pcm_message_to(pcm_stats_fd, "stats: %6u %10lu %10lu %12lu %10lu %10lu", h, (unsigned long)s->refills,
-                        (unsigned long)s->flushes, (unsigned long)s->remote_drained,
-                        (unsigned long)s->spans_created, (unsigned long)s->spans_released);
+        unsigned long served = 0, returned = 0;
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+            served += s->served[c];
+            returned += s->returned[c];
+        }
+        if (served || s->remote_drained)
+            pcm_message_to(pcm_stats_fd, "stats: %6u %12lu %12lu %10lu %10lu %12lu %8lu %8lu", h, served, returned,
+                           (unsigned long)s->refills, (unsigned long)s->flushes, (unsigned long)s->remote_drained,
+                           (unsigned long)s->spans_created, (unsigned long)s->spans_released);
     }
 }
