@@ -6,6 +6,7 @@
 #   make test-all              every architecture, one summary line at the end
 #   make run                   real programs with pcmalloc preloaded, vs glibc
 #   make bench                 the benchmarks against the peers (build/bench/results.md)
+#   make bench-quick           the same at tiny sizes (part of test-all)
 #   make deps                  install (apt-get) what building and testing need
 
 HOST_MACHINE := $(shell uname -m)
@@ -85,7 +86,7 @@ say = $(if $(filter 1,$(V)),,@echo "  $(1) $(2)")
 # Objects of pattern-rule chains are kept, so a second make is a no-op.
 .SECONDARY:
 
-.PHONY: all lib tests test test-all deps clean run bench
+.PHONY: all lib tests test test-all deps clean run bench bench-quick
 all: lib tests
 
 lib: $(BUILD)/libpcmalloc.so $(BUILD)/libpcmalloc.so.1 $(BUILD)/libpcmalloc.a
@@ -173,13 +174,17 @@ test-all:
 	@rm -rf build/results
 	-@for arch in x86_64 x86 arm64 generic; do \
 	    $(MAKE) --no-print-directory test ARCH=$$arch RESULTS=build/results || true; done
+	@echo "== [bench] make bench-quick (every benchmark, every allocator, tiny sizes)"
+	-@if $(MAKE) --no-print-directory bench-quick ARCH=$(HOST_ARCH) > build/results/bench-quick.log 2>&1; \
+	  then echo "bench_quick 1 0" > build/results/bench-quick.txt; \
+	  else echo "bench_quick 0 1" > build/results/bench-quick.txt; fi; tail -n 5 build/results/bench-quick.log
 	@qemu/summarize.sh build/results
 
 # The main job: real programs with pcmalloc preloaded, beside glibc.
 run: lib
 	scripts/demo.sh $(BUILD)/libpcmalloc.so
 
-ifneq ($(filter bench,$(MAKECMDGOALS)),)
+ifneq ($(filter bench bench-quick,$(MAKECMDGOALS)),)
 ifneq ($(ARCH),$(HOST_ARCH))
 $(error make bench runs the host build only: drop ARCH=$(ARCH))
 endif
@@ -190,6 +195,12 @@ endif
 bench: lib
 	scripts/bench_deps.sh
 	python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench
+
+# The same at tiny sizes, one repetition, failing on any crash or wrong
+# checksum: part of test-all, so the benchmarks never rot.
+bench-quick: lib
+	scripts/bench_deps.sh
+	BENCH_QUICK=1 BENCH_STRICT=1 python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick
 
 clean:
 	rm -rf build

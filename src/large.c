@@ -18,18 +18,17 @@
 
 #define CACHE_SLOTS 16u
 #define CACHE_BYTES_MAX ((size_t)64 << 20)
-/* A cached mapping serves a request it holds with at most this much to
- * spare (or as much as the request itself, if more): a buffer that grows
- * to the same size every round reuses last round's mapping, already
- * populated, instead of faulting in fresh pages. */
-#define CACHE_SPARE_MAX ((size_t)2 << 20)
+/* How often a taker retries when the best-fitting slot was taken under it
+ * before giving up and mapping afresh. */
+#define CACHE_TAKE_TRIES 4u
 
 /* Slot invariant: 0, or a header whose mapping is unused and whose
- * `object` is NULL.  A slot is filled by CAS from 0 and emptied by CAS from
- * the header it holds; a header is in at most one slot.  ABA: a taker's
- * CAS from header H succeeds only if H is in the slot, and H's map_bytes is
- * re-read after the CAS, so even if H left and came back meanwhile (with
- * another size after a realloc) the taker acts on what H is now. */
+ * `object` is NULL; while a header sits in a slot nothing changes it.  A
+ * slot is filled by CAS from 0 and emptied by CAS from the header it
+ * holds; a header is in at most one slot.  ABA: a taker's CAS from header
+ * H succeeds only if H is in the slot now; if H left and came back in
+ * between (perhaps resized by a realloc while it was out), the taker reads
+ * its size again after the CAS, from the header it now owns. */
 static volatile pcm_word_t cache_slot[CACHE_SLOTS];
 static volatile pcm_word_t cache_bytes;
 
@@ -46,25 +45,39 @@ static void unmap_large(struct pcm_large *large)
     pcm_stats_large_destroyed(bytes);
 }
 
+/* The smallest cached mapping that holds map_bytes (best fit), or NULL.
+ * Any size is taken: a cached mapping's pages are already resident, so
+ * reusing a bigger one costs no memory a fresh one would not, and saves
+ * faulting in fresh pages - a buffer that grows to the same size each
+ * round reuses last round's mapping. */
 static struct pcm_large *cache_take(size_t map_bytes)
 {
     if (!pcm_load_relaxed(&cache_bytes))
         return NULL;
-    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
-        pcm_word_t seen = pcm_load_acquire(&cache_slot[i]);
-        if (!seen)
-            continue;
-        struct pcm_large *large = (struct pcm_large *)seen;
-        size_t have = pcm_load_relaxed((volatile pcm_word_t *)&large->map_bytes);
-        size_t spare_max = map_bytes > CACHE_SPARE_MAX ? map_bytes : CACHE_SPARE_MAX;
-        if (have < map_bytes || have - map_bytes > spare_max)
-            continue;
-        if (!pcm_cas_acq_rel(&cache_slot[i], &seen, 0))
-            continue;
-        pcm_fetch_sub_acq_rel(&cache_bytes, large->map_bytes);
-        if (large->map_bytes >= map_bytes)
-            return large;
-        unmap_large(large); /* changed size while we looked: not worth keeping */
+    for (unsigned tries = 0; tries < CACHE_TAKE_TRIES; tries++) {
+        unsigned best = CACHE_SLOTS;
+        pcm_word_t best_seen = 0;
+        size_t best_bytes = SIZE_MAX;
+        for (unsigned i = 0; i < CACHE_SLOTS; i++) {
+            pcm_word_t seen = pcm_load_acquire(&cache_slot[i]);
+            if (!seen)
+                continue;
+            size_t have = ((struct pcm_large *)seen)->map_bytes;
+            if (have >= map_bytes && have < best_bytes) {
+                best = i;
+                best_seen = seen;
+                best_bytes = have;
+            }
+        }
+        if (best == CACHE_SLOTS)
+            return NULL;
+        if (pcm_cas_acq_rel(&cache_slot[best], &best_seen, 0)) {
+            struct pcm_large *large = (struct pcm_large *)best_seen;
+            pcm_fetch_sub_acq_rel(&cache_bytes, large->map_bytes);
+            if (large->map_bytes >= map_bytes)
+                return large;
+            unmap_large(large); /* it left and came back smaller meanwhile */
+        }
     }
     return NULL;
 }
@@ -118,8 +131,8 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
      * segment-aligned. */
     bool over_aligned = alignment > PCM_SEGMENT_SIZE;
     struct pcm_large *large = over_aligned ? NULL : cache_take(map_bytes);
-    if (large && zeroed)
-        memset((char *)large + offset, 0, large->map_bytes - offset);
+    if (large && zeroed) /* calloc promises zeros for the size asked, no more */
+        memset((char *)large + offset, 0, size);
     if (!large) {
         large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : PCM_SEGMENT_SIZE);
         if (!large)
