@@ -43,11 +43,6 @@ void pcm_os_unmap(void *p, size_t bytes);
  */
 bool pcm_os_decommit(void *p, size_t bytes);
 
-/* Resize a mapping made here, moving it if needed (mremap MREMAP_MAYMOVE);
- * contents up to min(old, new) are kept.  Returns the new address, or NULL
- * with errno == ENOMEM, in which case the old mapping is untouched. */
-void *pcm_os_remap(void *p, size_t old_bytes, size_t new_bytes);
-
 /* Grow or shrink a mapping without moving it (mremap without MAYMOVE):
  * NULL + ENOMEM if the pages above it are taken. */
 void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes);

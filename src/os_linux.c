@@ -122,13 +122,15 @@ bool pcm_os_decommit(void *p, size_t bytes)
     return madvise(p, bytes, MADV_DONTNEED) == 0;
 }
 
-void *pcm_os_remap(void *p, size_t old_bytes, size_t new_bytes)
+/* mremap with `flags`; NULL + ENOMEM (the old mapping untouched) when the
+ * kernel refuses. */
+static void *pcm_os_mremap(void *p, size_t old_bytes, size_t new_bytes, int flags, void *target)
 {
     if (new_bytes == 0 || pcm_os_inject()) {
         errno = ENOMEM;
         return NULL;
     }
-    void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+    void *q = mremap(p, old_bytes, new_bytes, flags, target);
     if (q == MAP_FAILED) {
         errno = ENOMEM;
         return NULL;
@@ -136,36 +138,18 @@ void *pcm_os_remap(void *p, size_t old_bytes, size_t new_bytes)
     return q;
 }
 
-/* mremap without MAYMOVE: grows only if the pages above are free, so the
- * mapping keeps its address (and its alignment). */
+/* Without MAYMOVE: grows only if the pages above are free, so the mapping
+ * keeps its address (and its alignment). */
 void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes)
 {
-    if (new_bytes == 0 || pcm_os_inject()) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *q = mremap(p, old_bytes, new_bytes, 0);
-    if (q == MAP_FAILED) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return q;
+    return pcm_os_mremap(p, old_bytes, new_bytes, 0, NULL);
 }
 
 /* MAYMOVE | FIXED: the kernel moves the pages onto `target`, replacing
  * whatever was mapped there (a reservation of ours) - no copy. */
 void *pcm_os_remap_fixed(void *p, size_t old_bytes, size_t new_bytes, void *target)
 {
-    if (new_bytes == 0 || pcm_os_inject()) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, target);
-    if (q == MAP_FAILED) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    return q;
+    return pcm_os_mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE | MREMAP_FIXED, target);
 }
 
 /* ---- CPUs ---- */

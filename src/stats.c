@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 
+#include "cpu.h"
 #include "heap.h"
 #include "message.h"
 #include "options.h"
@@ -95,7 +96,9 @@ void pcm_stats_print(void)
 {
     struct pcm_stats_totals t;
     pcm_stats_totals_read(&t);
-    pcm_message_to(pcm_stats_fd, "stats: %s build, %u per-CPU heaps", PCM_ARCH_NAME, pcm_heap_count);
+    pcm_message_to(pcm_stats_fd, "stats: %s build (%s atomics), %u per-CPU heaps, CPU number from the %s",
+                   PCM_ARCH_NAME, pcm_arch_variant_name(pcm_arch_variant_current()), pcm_heap_count,
+                   pcm_cpu_source());
     pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings, %lu KiB mapped now, %lu KiB at peak",
                 (unsigned long)t.segments, (unsigned long)t.large_objects,
                 (unsigned long)(t.mapped_bytes >> 10), (unsigned long)(t.peak_mapped_bytes >> 10));

@@ -217,28 +217,48 @@ PCM_TEST(os_decommit_zeroes_and_stays_mapped)
     pcm_os_unmap(p, bytes);
 }
 
-PCM_TEST(os_remap_keeps_contents)
+PCM_TEST(os_remap_fixed_moves_without_losing_contents)
 {
     size_t page = pcm_os_page_size();
     unsigned char *p = pcm_os_map(2 * page);
-    PCM_REQUIRE(p != NULL, "map failed");
+    unsigned char *target = pcm_os_map(64 * page);
+    PCM_REQUIRE(p != NULL && target != NULL, "map failed");
     for (size_t i = 0; i < 2 * page; i++)
         p[i] = (unsigned char)(i * 7 + 3);
-    unsigned char *q = pcm_os_remap(p, 2 * page, 64 * page);
-    PCM_REQUIRE(q != NULL, "grow failed, errno %d", errno);
+    memset(target, 0x55, 64 * page); /* the reservation's old contents must not show */
+    unsigned char *q = pcm_os_remap_fixed(p, 2 * page, 64 * page, target);
+    PCM_REQUIRE(q == target, "remap_fixed gave %p, not the target %p (errno %d)", (void *)q, (void *)target, errno);
     bool same = true;
     for (size_t i = 0; i < 2 * page; i++)
         same &= q[i] == (unsigned char)(i * 7 + 3);
-    PCM_CHECK(same, "contents lost growing");
+    PCM_CHECK(same, "contents lost moving");
     PCM_CHECK(all_bytes(q + 2 * page, 62 * page, 0), "grown part not zero");
-    q[64 * page - 1] = 9;
-    unsigned char *r = pcm_os_remap(q, 64 * page, page);
-    PCM_REQUIRE(r != NULL, "shrink failed, errno %d", errno);
-    same = true;
-    for (size_t i = 0; i < page; i++)
-        same &= r[i] == (unsigned char)(i * 7 + 3);
-    PCM_CHECK(same, "contents lost shrinking");
-    pcm_os_unmap(r, page);
+    pcm_os_unmap(q, 64 * page);
+}
+
+PCM_TEST(os_remap_in_place_keeps_the_address)
+{
+    size_t page = pcm_os_page_size();
+    /* Map 64 pages and give back the top 62: the hole above stays free in
+     * this single-threaded test, so growing in place must succeed. */
+    unsigned char *p = pcm_os_map(64 * page);
+    PCM_REQUIRE(p != NULL, "map failed");
+    pcm_os_unmap(p + 2 * page, 62 * page);
+    memset(p, 0x3c, 2 * page);
+    unsigned char *q = pcm_os_remap_in_place(p, 2 * page, 64 * page);
+    PCM_CHECK(q == p, "grew to %p, not in place at %p (errno %d)", (void *)q, (void *)p, errno);
+    PCM_CHECK(all_bytes(p, 2 * page, 0x3c), "contents lost growing in place");
+    PCM_CHECK(pcm_os_remap_in_place(p, 64 * page, page) == p, "shrinking in place failed");
+    /* Above it now: another mapping, so growing in place must refuse. */
+    unsigned char *wall = mmap(p + page, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (wall == p + page) {
+        errno = 0;
+        PCM_CHECK(pcm_os_remap_in_place(p, page, 4 * page) == NULL && errno == ENOMEM,
+                  "grew in place over another mapping (errno %d)", errno);
+        PCM_CHECK(all_bytes(p, page, 0x3c), "a refused growth damaged the mapping");
+        munmap(wall, page);
+    }
+    pcm_os_unmap(p, page);
 }
 
 /* ---- fault injection ---- */
@@ -267,7 +287,7 @@ PCM_TEST(os_fault_injection)
     memset(p, 0x77, page);
     pcm_os_fail_after(1);
     errno = 0;
-    void *q = pcm_os_remap(p, page, 4 * page);
+    void *q = pcm_os_remap_in_place(p, page, 4 * page);
     PCM_CHECK(q == NULL && errno == ENOMEM, "injected remap: %p errno %d", q, errno);
     PCM_CHECK(all_bytes(p, page, 0x77), "old mapping damaged by failed remap");
 
