@@ -31,7 +31,7 @@ void pcm_cpu_init(void);
 /* Which way pcm_cpu_current answers in this process (for statistics). */
 static inline const char *pcm_cpu_source(void)
 {
-    return pcm_cpu_rseq_present ? "rseq area" : "sched_getcpu";
+    return pcm_cpu_rseq_present ? "glibc's rseq area" : "sched_getcpu()";
 }
 
 static inline unsigned pcm_cpu_current(void)

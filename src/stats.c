@@ -96,7 +96,7 @@ void pcm_stats_print(void)
 {
     struct pcm_stats_totals t;
     pcm_stats_totals_read(&t);
-    pcm_message_to(pcm_stats_fd, "stats: %s build (%s atomics), %u per-CPU heaps, CPU number from the %s",
+    pcm_message_to(pcm_stats_fd, "stats: %s build (%s atomics), %u per-CPU heaps, CPU number from %s",
                    PCM_ARCH_NAME, pcm_arch_variant_name(pcm_arch_variant_current()), pcm_heap_count,
                    pcm_cpu_source());
     pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings, %lu KiB mapped now, %lu KiB at peak",
