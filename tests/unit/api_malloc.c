@@ -21,6 +21,20 @@
 
 /* ---- helpers ---- */
 
+/* pcm_malloc(size) with the checks every caller makes: not NULL, 16-byte
+ * aligned, usable size at least size (returned in *usable). */
+static void *checked_malloc(size_t size, size_t *usable)
+{
+    void *p = pcm_malloc(size);
+    PCM_CHECK(p != NULL, "malloc(%zu) returned NULL (errno %d)", size, errno);
+    if (!p)
+        return NULL;
+    PCM_CHECK((uintptr_t)p % 16 == 0, "malloc(%zu) = %p: not 16-byte aligned", size, p);
+    *usable = pcm_malloc_usable_size(p);
+    PCM_CHECK(*usable >= size, "malloc(%zu) = %p: usable size %zu", size, p, *usable);
+    return p;
+}
+
 struct extent {
     uintptr_t start;
     size_t bytes;
@@ -66,15 +80,10 @@ PCM_TEST(malloc_every_class_boundary)
         sizes[n++] = s + 1; /* the last one, PCM_SMALL_MAX + 1, is large */
     }
     for (size_t i = 0; i < n; i++) {
-        ptrs[i] = pcm_malloc(sizes[i]);
-        PCM_CHECK(ptrs[i] != NULL, "malloc(%zu) returned NULL (errno %d)", sizes[i], errno);
+        size_t usable;
+        ptrs[i] = checked_malloc(sizes[i], &usable);
         if (!ptrs[i])
             continue;
-        PCM_CHECK((uintptr_t)ptrs[i] % 16 == 0, "malloc(%zu) = %p: not 16-byte aligned", sizes[i],
-                  ptrs[i]);
-        size_t usable = pcm_malloc_usable_size(ptrs[i]);
-        PCM_CHECK(usable >= sizes[i], "malloc(%zu) = %p: usable size %zu", sizes[i], ptrs[i],
-                  usable);
         fill(ptrs[i], usable, (uintptr_t)i + 1);
         extents[i].start = (uintptr_t)ptrs[i];
         extents[i].bytes = usable;
@@ -122,15 +131,10 @@ PCM_TEST(malloc_large_sizes)
     enum { N = sizeof sizes / sizeof sizes[0] };
     void *ptrs[N];
     for (size_t i = 0; i < N; i++) {
-        ptrs[i] = pcm_malloc(sizes[i]);
-        PCM_CHECK(ptrs[i] != NULL, "malloc(%zu) returned NULL (errno %d)", sizes[i], errno);
+        size_t usable;
+        ptrs[i] = checked_malloc(sizes[i], &usable);
         if (!ptrs[i])
             continue;
-        PCM_CHECK((uintptr_t)ptrs[i] % 16 == 0, "malloc(%zu) = %p: not 16-byte aligned", sizes[i],
-                  ptrs[i]);
-        size_t usable = pcm_malloc_usable_size(ptrs[i]);
-        PCM_CHECK(usable >= sizes[i], "malloc(%zu) = %p: usable size %zu", sizes[i], ptrs[i],
-                  usable);
         fill(ptrs[i], usable, (uintptr_t)sizes[i]);
     }
     for (size_t i = 0; i < N; i++) {
