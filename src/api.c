@@ -112,12 +112,20 @@ static inline __attribute__((always_inline)) void small_free(struct pcm_span *sp
     }
 }
 
-static __attribute__((noinline)) void large_free(pcm_word_t *owner, void *p, const char *call)
+static __attribute__((noinline)) void large_free(struct pcm_large *large, void *p, const char *call)
 {
-    struct pcm_large *large = checked_large(owner, p, call);
     int saved = errno; /* munmap may set it; free must not */
     pcm_large_free(large, p, call);
     errno = saved;
+}
+
+/* Free an object lookup() has already validated. */
+static void free_found(struct object_info info, void *p, const char *call)
+{
+    if (info.span)
+        small_free(info.span, p);
+    else
+        large_free(info.large, p, call);
 }
 
 /* The free path: the segment map, the checks, one push. */
@@ -127,7 +135,7 @@ static inline __attribute__((always_inline)) void free_checked(void *p, const ch
     if (__builtin_expect(owner && *owner == PCM_KIND_SEGMENT, 1))
         small_free(checked_span(owner, p, call), p);
     else
-        large_free(owner, p, call);
+        large_free(checked_large(owner, p, call), p, call);
 }
 
 void pcm_free(void *p)
@@ -261,7 +269,7 @@ void *pcm_pvalloc(size_t size)
 
 /* realloc by moving: a new object of `capacity` bytes (>= size) gets the
  * contents, then p is freed. */
-static void *move_object(void *p, size_t old_usable, size_t size, size_t capacity)
+static void *move_object(struct object_info info, void *p, size_t old_usable, size_t size, size_t capacity)
 {
     void *fresh;
     if (capacity >= REALLOC_LARGE_FROM && size > old_usable)
@@ -271,7 +279,7 @@ static void *move_object(void *p, size_t old_usable, size_t size, size_t capacit
     if (!fresh)
         return NULL; /* p stays valid, errno is ENOMEM */
     memcpy(fresh, p, old_usable < size ? old_usable : size);
-    free_checked(p, "realloc");
+    free_found(info, p, "realloc");
     return fresh;
 }
 
@@ -294,13 +302,13 @@ void *pcm_realloc(void *p, size_t size)
         if (size <= PCM_SMALL_MAX && pcm_size_class(size) == info.span->class_plus1 - 1u)
             return p;
         if (size > usable && size < 2 * usable)
-            return move_object(p, usable, size, 2 * usable);
-        return move_object(p, usable, size, size);
+            return move_object(info, p, usable, size, 2 * usable);
+        return move_object(info, p, usable, size, size);
     }
     /* A large object shrunk to half of what was last asked for, and into
      * the small range, moves to a small one; growth stays in place. */
     if (size <= PCM_SMALL_MAX && size < info.large->requested / 2)
-        return move_object(p, pcm_large_usable(info.large), size, size);
+        return move_object(info, p, pcm_large_usable(info.large), size, size);
     return pcm_large_realloc(info.large, p, size);
 }
 
@@ -336,7 +344,7 @@ void pcm_free_sized(void *p, size_t size)
         return;
     struct object_info info = lookup(p, "free_sized");
     check_size("free_sized", p, info, size <= PCM_SMALL_MAX ? pcm_size_class(size) : 0, size);
-    free_checked(p, "free_sized");
+    free_found(info, p, "free_sized");
 }
 
 void pcm_free_aligned_sized(void *p, size_t alignment, size_t size)
@@ -352,7 +360,7 @@ void pcm_free_aligned_sized(void *p, size_t alignment, size_t size)
     if (size <= PCM_SMALL_MAX && alignment <= PCM_PAGE_SIZE)
         cls = alignment <= PCM_MIN_ALIGN ? pcm_size_class(size) : aligned_class(alignment, size);
     check_size("free_aligned_sized", p, info, cls, size);
-    free_checked(p, "free_aligned_sized");
+    free_found(info, p, "free_aligned_sized");
 }
 
 /* ---- information and control ---- */
