@@ -182,6 +182,7 @@ test-all:
 
 # The main job: real programs with pcmalloc preloaded, beside glibc.
 run: lib
+	@scripts/deps.sh python3 perl
 	scripts/demo.sh $(BUILD)/libpcmalloc.so
 
 ifneq ($(filter bench bench-quick,$(MAKECMDGOALS)),)
