@@ -47,7 +47,6 @@ void *pcm_malloc(size_t size)
 {
     if (__builtin_expect(size <= PCM_SMALL_MAX, 1))
         return small_alloc(pcm_size_class(size));
-    pcm_ensure_init();
     return pcm_large_alloc(size, 0, false);
 }
 
@@ -162,7 +161,6 @@ void *pcm_calloc(size_t count, size_t size)
         return NULL;
     }
     if (bytes > PCM_SMALL_MAX) {
-        pcm_ensure_init();
         return pcm_large_alloc(bytes, 0, true); /* fresh mappings are already zero */
     }
     void *p = pcm_malloc(bytes);
@@ -191,7 +189,6 @@ static void *aligned_alloc_checked(size_t alignment, size_t size)
         return pcm_malloc(size);
     if (alignment <= PCM_PAGE_SIZE && size <= PCM_SMALL_MAX)
         return small_alloc(aligned_class(alignment, size));
-    pcm_ensure_init();
     return pcm_large_alloc(size, alignment, false);
 }
 

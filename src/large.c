@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "init.h"
 #include "layout.h"
 #include "misuse.h"
 #include "os.h"
@@ -117,6 +118,7 @@ bool pcm_large_cache_trim(void)
 
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
+    pcm_ensure_init(); /* it may be the process's first allocation */
     size_t offset = object_offset(alignment);
     /* Like glibc, no object larger than PTRDIFF_MAX: pointer differences
      * within it must fit a ptrdiff_t. */
