@@ -174,6 +174,8 @@ test-all:
 	@rm -rf build/results
 	-@for arch in x86_64 x86 arm64 generic; do \
 	    $(MAKE) --no-print-directory test ARCH=$$arch RESULTS=build/results || true; done
+	-@for suite in $(TEST_ALL_EXTRA); do \
+	    $(MAKE) --no-print-directory $$suite RESULTS=build/results || true; done
 	@echo "== [bench] make bench-quick (every benchmark, every allocator, tiny sizes)"
 	-@if $(MAKE) --no-print-directory bench-quick ARCH=$(HOST_ARCH) > build/results/bench-quick.log 2>&1; \
 	  then echo "bench_quick 1 0" > build/results/bench-quick.txt; \
@@ -205,3 +207,10 @@ bench-quick: lib
 
 clean:
 	rm -rf build
+
+# Further suites and targets, one file each (mk/<topic>.mk).  A file adds
+# its suite's target to TEST_ALL_EXTRA; test-all runs it with
+# RESULTS=build/results, and the suite writes $(RESULTS)/<name>.txt, one line
+# "<test> <passed> <failed>" per test, for qemu/summarize.sh.
+TEST_ALL_EXTRA :=
+include $(sort $(wildcard mk/*.mk))

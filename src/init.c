@@ -8,6 +8,7 @@
 #include <sys/auxv.h>
 
 #include "cpu.h"
+#include "fast_path.h"
 #include "free_mark.h"
 #include "heap.h"
 #include "message.h"
@@ -64,6 +65,7 @@ void pcm_init_slow(void)
     unsigned heaps = pcm_opts.cpus ? pcm_opts.cpus : pcm_os_cpu_count();
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
+    pcm_fast_path_choose();
     /* release: everything above is visible to whoever sees DONE */
     pcm_store_release(&pcm_init_state, PCM_INIT_DONE);
 }

@@ -1,0 +1,31 @@
+/*
+ * fast_path.h - which per-CPU fast path this process runs, chosen once at
+ * start-up (pcm_fast_path_choose) and never changed afterwards: the
+ * restartable-sequence path and the double-width-CAS path must never act
+ * on the same caches, so the choice is made before the first object is
+ * cached.
+ */
+#ifndef PCM_FAST_PATH_H
+#define PCM_FAST_PATH_H
+
+enum pcm_fast_path {
+    PCM_FAST_PATH_CAS = 0, /* lock-free pop/push by double-width CAS */
+    PCM_FAST_PATH_RSEQ,    /* restartable sequences: plain loads and stores */
+};
+
+/* Written once by pcm_fast_path_choose, before init completes. */
+extern enum pcm_fast_path pcm_fast_path __attribute__((visibility("hidden")));
+
+/* Decide from the options, the kernel and the C library (init.c). */
+void pcm_fast_path_choose(void);
+
+/* A short name for statistics and PCMALLOC_VERBOSE: "rseq" or "cas". */
+static inline const char *pcm_fast_path_name(void)
+{
+    return pcm_fast_path == PCM_FAST_PATH_RSEQ ? "rseq" : "cas";
+}
+
+/* Why the fast path is what it is, one line (e.g. "PCMALLOC_RSEQ=0"). */
+const char *pcm_fast_path_reason(void);
+
+#endif
