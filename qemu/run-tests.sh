@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # qemu/run-tests.sh ARCH BUILD - run one build's test binaries: natively for
-# the host's own architecture, under qemu-user for the cross builds (arm64
+# the host's own architecture (x86_64 twice: on the rseq fast path and with
+# PCMALLOC_RSEQ=0 on the CAS one), under qemu-user for the cross builds (arm64
 # twice: a CPU without LSE and one with it; x86 also as the freestanding K6
 # program under a Pentium model, plus the cmov canary and the instruction
 # audit), and on x86 and arm64 Debian's own perl, sort and python3 of that
@@ -107,6 +108,16 @@ run_foreign_programs() {
 lib=$(cd "$build" && pwd)/libpcmalloc.so
 shopt -s nullglob
 
+# audit_rseq ARCH: the rseq fast path holds no atomic read-modify-write.
+audit_rseq() {
+    echo "== [audit] rseq fast path of $lib"
+    if tests/audit/rseq_fast_path.sh "${OBJDUMP:-objdump}" "$lib" "$1"; then
+        record audit rseq_fast_path ok
+    else
+        record audit rseq_fast_path fail
+    fi
+}
+
 echo "== [abi] exported symbols of $lib"
 if tests/abi/exported_symbols.sh "${NM:-nm}" "$lib"; then
     record abi exported_symbols ok
@@ -115,22 +126,29 @@ else
 fi
 
 case "$arch" in
-x86_64 | generic)
-    run_suite "$arch" env "env LD_PRELOAD=$lib"
+x86_64)
+    # Every test on both fast paths: restartable sequences (this kernel and
+    # glibc have them) and the CAS fallback, forced.
+    run_suite rseq "env PCM_TEST_EXPECT_FAST_PATH=rseq" "env PCM_TEST_EXPECT_FAST_PATH=rseq LD_PRELOAD=$lib"
+    run_suite cas "env PCMALLOC_RSEQ=0 PCM_TEST_EXPECT_FAST_PATH=cas" \
+        "env PCMALLOC_RSEQ=0 PCM_TEST_EXPECT_FAST_PATH=cas LD_PRELOAD=$lib"
+    audit_rseq x86_64
     # Real programs of the host (python3, perl, sort, gcc) under LD_PRELOAD:
     # only where the build is the host's own architecture.
-    if [ "$arch" = x86_64 ]; then
-        for script in tests/programs/*.sh; do
-            [ "$(basename "$script")" = lib.sh ] || run_binary programs "$script" env PCM_LIB="$lib" bash
-        done
-    fi
+    for script in tests/programs/*.sh; do
+        [ "$(basename "$script")" = lib.sh ] || run_binary programs "$script" env PCM_LIB="$lib" bash
+    done
+    ;;
+generic)
+    run_suite generic "env PCM_TEST_EXPECT_FAST_PATH=cas" "env PCM_TEST_EXPECT_FAST_PATH=cas LD_PRELOAD=$lib"
     ;;
 x86)
     sysroot=/usr/i686-linux-gnu
     # The cross sysroot has no ld.so.cache, so without LD_LIBRARY_PATH its
     # loader reads the host's and takes /lib32's libc (libc6-i386), whose
     # build differs: threads and fork then hang in glibc.
-    qemu="env QEMU_LD_PREFIX=$sysroot qemu-i386 -E LD_LIBRARY_PATH=$sysroot/lib"
+    # qemu-user has no rseq: the CAS path must have been chosen.
+    qemu="env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_FAST_PATH=cas qemu-i386 -E LD_LIBRARY_PATH=$sysroot/lib"
     run_suite i386 "$qemu" "$qemu -E LD_PRELOAD=$lib"
     # Debian's i386 libc uses cmov, so the K6-class run is libc-free.
     run_binary k6 "$build/k6/arch_freestanding" qemu-i386 -cpu pentium
@@ -147,15 +165,18 @@ x86)
     else
         record audit k6_instruction_audit fail
     fi
+    audit_rseq x86
     # Debian's i386 perl, sort and python3 (they need an i686, not a K6).
     run_foreign_programs programs i386 i386-linux-gnu "$sysroot" "$qemu"
     ;;
 arm64)
     sysroot=/usr/aarch64-linux-gnu
     for cpu in cortex-a57:llsc max:lse; do
-        qemu="env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=${cpu#*:} qemu-aarch64 -cpu ${cpu%:*}"
+        qemu="env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_VARIANT=${cpu#*:} PCM_TEST_EXPECT_FAST_PATH=cas"
+        qemu="$qemu qemu-aarch64 -cpu ${cpu%:*}"
         run_suite "${cpu%:*}-${cpu#*:}" "$qemu" "$qemu -E LD_PRELOAD=$lib"
     done
+    audit_rseq arm64
     # Debian's arm64 perl, sort and python3, on both CPUs (both atomics).
     for cpu in cortex-a57:llsc max:lse; do
         run_foreign_programs "programs-${cpu#*:}" arm64 aarch64-linux-gnu "$sysroot" \

@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "fast_path.h"
 #include "free_mark.h"
 #include "heap.h"
 #include "init.h"
@@ -19,6 +20,7 @@
 #include "misuse.h"
 #include "os.h"
 #include "percpu_cache.h"
+#include "percpu_rseq.h"
 #include "remote.h"
 #include "segment_map.h"
 #include "stats.h"
@@ -28,16 +30,38 @@ static inline bool is_power_of_two(size_t x)
     return x && !(x & (x - 1));
 }
 
-static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
+/* With an rseq build the CAS path is a call, so that the rseq fast path's
+ * code holds no locked instruction (tests/audit checks); without one it
+ * is the fast path and inline. */
+#ifdef PCM_ARCH_RSEQ
+#define CAS_PATH __attribute__((noinline))
+#else
+#define CAS_PATH inline __attribute__((always_inline))
+#endif
+
+static CAS_PATH void *small_alloc_cas(unsigned cls)
 {
     pcm_ensure_init();
     struct pcm_heap *h = pcm_heap_current();
     void *obj = pcm_cache_pop(&h->bins[cls].cache);
-    if (__builtin_expect(!obj, 0)) {
+    if (__builtin_expect(!obj, 0))
         obj = pcm_heap_alloc_slow(h, cls);
-        if (!obj)
-            return NULL;
-    }
+    return obj;
+}
+
+static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
+{
+    void *obj;
+#ifdef PCM_ARCH_RSEQ
+    if (__builtin_expect(pcm_fast_path_is_rseq(), 1)) {
+        obj = pcm_arch_rseq_pop(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_count);
+        if (__builtin_expect((uintptr_t)obj <= (uintptr_t)PCM_RSEQ_ABORTED, 0))
+            obj = pcm_heap_alloc_rseq_slow(cls, obj);
+    } else
+#endif
+        obj = small_alloc_cas(cls);
+    if (__builtin_expect(!obj, 0))
+        return NULL;
     /* A live object never carries the free mark (free_mark.h). */
     *pcm_object_word1(obj) = 0;
     return obj;
@@ -99,16 +123,42 @@ static struct object_info lookup(void *p, const char *call)
     return info;
 }
 
-static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p)
+static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p)
 {
-    unsigned cls = span->class_plus1 - 1u;
     struct pcm_heap *h = pcm_heap_current();
     if (__builtin_expect(span->owner == h->index, 1)) {
-        if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, h->bins[cls].limit), 0))
+        if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, pcm_bin_shapes[cls].limit), 0))
             pcm_heap_free_slow(h, cls, p);
     } else {
         pcm_remote_free(&pcm_heaps[span->owner], p);
     }
+}
+
+static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p)
+{
+    unsigned cls = span->class_plus1 - 1u;
+#ifdef PCM_ARCH_RSEQ
+    /* A span exists only after start-up, so the path is chosen by now. */
+    if (__builtin_expect(pcm_fast_path_is_rseq(), 1)) {
+        pcm_word_t mark = pcm_free_mark(p);
+        if (PCM_FREE_MARK_WIDE)
+            ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
+    retry:
+        pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, span->owner, p, mark,
+                           pcm_bin_shapes[cls].limit, other_cpu, full, aborted);
+        return;
+    other_cpu: /* or a thread without a CPU number */
+        pcm_remote_free(&pcm_heaps[span->owner], p);
+        return;
+    full:
+        pcm_heap_free_rseq_slow(&pcm_heaps[span->owner], cls, p);
+        return;
+    aborted:
+        pcm_rseq_count_abort();
+        goto retry;
+    }
+#endif
+    small_free_cas(span, cls, p);
 }
 
 static __attribute__((noinline)) void large_free(struct pcm_large *large, void *p, const char *call)

@@ -13,10 +13,11 @@ bool pcm_cpu_rseq_present;
 
 void pcm_cpu_init(void)
 {
-    /* The main thread's registration stands for every thread's: glibc
+    /* Up to rseq_cs: the restartable sequences need that field too.
+     * The main thread's registration stands for every thread's: glibc
      * registers all or (tunable off, ENOSYS) none; a thread whose own
      * registration failed reads cpu_id < 0 and falls back. */
-    if (&__rseq_offset && &__rseq_size && __rseq_size >= offsetof(struct rseq, cpu_id) + 4) {
+    if (&__rseq_offset && &__rseq_size && __rseq_size >= offsetof(struct rseq, rseq_cs) + 8) {
         pcm_cpu_rseq_offset = __rseq_offset;
         pcm_cpu_rseq_present = true;
     }

@@ -1,18 +1,48 @@
 /*
- * fast_path.c - choosing the fast path (fast_path.h).
+ * fast_path.c - choosing the fast path (fast_path.h): restartable
+ * sequences where the architecture build has them, the C library
+ * registered an rseq area the kernel fills in, and every CPU number has
+ * a heap of its own; the double-width-CAS path everywhere else.
  */
 #include "fast_path.h"
 
-enum pcm_fast_path pcm_fast_path;
-static const char *reason = "not chosen yet";
+#include "cpu.h"
+#include "heap.h"
+#include "init.h"
+#include "percpu_rseq.h"
+
+volatile pcm_word_t pcm_fast_path;
+static const char *reason = "start-up has not chosen yet";
 
 void pcm_fast_path_choose(void)
 {
-    pcm_fast_path = PCM_FAST_PATH_CAS;
-    reason = "restartable sequences are not built yet";
+#ifdef PCM_ARCH_RSEQ
+    if (!pcm_opts.rseq)
+        reason = "PCMALLOC_RSEQ=0";
+    else if (!pcm_cpu_rseq_present)
+        reason = "the C library registered no rseq area (glibc before 2.35, or glibc.pthread.rseq=0)";
+    else if (pcm_rseq_cpu() < 0)
+        reason = "the kernel keeps no CPU number in the rseq area (no rseq: qemu-user, valgrind, old kernel)";
+    else if (pcm_heap_count < pcm_os_cpu_count())
+        reason = "PCMALLOC_CPUS gives fewer heaps than CPUs, so CPUs share caches";
+    else {
+        reason = "restartable sequences on glibc's rseq area";
+        /* release: the heaps and options are visible to whoever sees it */
+        pcm_store_release(&pcm_fast_path, PCM_FAST_PATH_RSEQ);
+        return;
+    }
+#else
+    reason = "this architecture build has no restartable sequences";
+#endif
+    pcm_store_release(&pcm_fast_path, PCM_FAST_PATH_CAS);
 }
 
 const char *pcm_fast_path_reason(void)
 {
     return reason;
+}
+
+pcm_word_t pcm_fast_path_restarts(void)
+{
+    return pcm_load_relaxed(&pcm_rseq_aborts);
 }

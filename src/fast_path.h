@@ -8,22 +8,35 @@
 #ifndef PCM_FAST_PATH_H
 #define PCM_FAST_PATH_H
 
+#include "atomic.h"
+
 enum pcm_fast_path {
     PCM_FAST_PATH_CAS = 0, /* lock-free pop/push by double-width CAS */
     PCM_FAST_PATH_RSEQ,    /* restartable sequences: plain loads and stores */
 };
 
-/* Written once by pcm_fast_path_choose, before init completes. */
-extern enum pcm_fast_path pcm_fast_path __attribute__((visibility("hidden")));
+/* An enum pcm_fast_path, written once by pcm_fast_path_choose as the last
+ * step of start-up (release).  Reading PCM_FAST_PATH_RSEQ with acquire
+ * therefore also says start-up is complete: the rseq fast path needs no
+ * other check. */
+extern volatile pcm_word_t pcm_fast_path __attribute__((visibility("hidden")));
 
 /* Decide from the options, the kernel and the C library (init.c). */
 void pcm_fast_path_choose(void);
 
+static inline bool pcm_fast_path_is_rseq(void)
+{
+    return pcm_load_acquire(&pcm_fast_path) == PCM_FAST_PATH_RSEQ;
+}
+
 /* A short name for statistics and PCMALLOC_VERBOSE: "rseq" or "cas". */
 static inline const char *pcm_fast_path_name(void)
 {
-    return pcm_fast_path == PCM_FAST_PATH_RSEQ ? "rseq" : "cas";
+    return pcm_fast_path_is_rseq() ? "rseq" : "cas";
 }
+
+/* Sections restarted since start-up (rseq path; statistics, tests). */
+pcm_word_t pcm_fast_path_restarts(void);
 
 /* Why the fast path is what it is, one line (e.g. "PCMALLOC_RSEQ=0"). */
 const char *pcm_fast_path_reason(void);

@@ -1,6 +1,8 @@
 /*
- * heap.c - the span layer of the per-CPU heaps: refilling an empty cache,
- * flushing a full one, draining remote frees, growing into new segments.
+ * heap.c - the span layer of the per-CPU heaps: cutting objects from spans
+ * for a cache, taking them back, draining remote frees, growing into new
+ * segments, and the heap locks.  The caches themselves are the fast
+ * paths' business (cache_cas_slow.c, cache_rseq_slow.c).
  *
  * Everything with `_locked` in its name, and everything it calls, runs with
  * the heap's lock held; the lock is only ever tried (pcm_heap_trylock), and
@@ -13,7 +15,6 @@
 
 #include "free_mark.h"
 #include "os.h"
-#include "percpu_cache.h"
 #include "stats.h"
 
 struct pcm_heap *pcm_heaps;
@@ -22,6 +23,7 @@ int pcm_fault_duplicate_refill;
 
 /* A cache holds up to 64 KiB of one class, and at least 4 objects (at most
  * 1024); a refill moves up to half that, at most 64 objects. */
+struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 #define CACHE_BYTES (64u * 1024)
 #define CACHE_MIN 4u
 #define CACHE_MAX 1024u
@@ -35,16 +37,14 @@ bool pcm_heaps_init(unsigned count)
     struct pcm_heap *heaps = pcm_os_map(bytes);
     if (!heaps)
         return false;
-    for (unsigned i = 0; i < count; i++) {
-        heaps[i].index = i;
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
-            uint32_t limit = CACHE_BYTES / (uint32_t)pcm_class_size(c);
-            limit = limit < CACHE_MIN ? CACHE_MIN : limit > CACHE_MAX ? CACHE_MAX : limit;
-            uint32_t batch = limit / 2 > BATCH_MAX ? BATCH_MAX : limit / 2;
-            heaps[i].bins[c].limit = limit;
-            heaps[i].bins[c].batch = batch;
-        }
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        uint32_t limit = CACHE_BYTES / (uint32_t)pcm_class_size(c);
+        limit = limit < CACHE_MIN ? CACHE_MIN : limit > CACHE_MAX ? CACHE_MAX : limit;
+        pcm_bin_shapes[c].limit = limit;
+        pcm_bin_shapes[c].batch = limit / 2 > BATCH_MAX ? BATCH_MAX : limit / 2;
     }
+    for (unsigned i = 0; i < count; i++)
+        heaps[i].index = i;
     pcm_heap_count = count;
     pcm_heaps = heaps;
     return true;
@@ -64,10 +64,9 @@ void pcm_heap_unlock(struct pcm_heap *h)
     pcm_store_release(&h->lock, 0);
 }
 
-/* h's lock if free, else the first free one of the others.  When every
- * heap is busy (as many holders as CPUs, some preempted), wait with the
- * CPU hint, and after a bounded spin yield the CPU to the holders. */
-static struct pcm_heap *lock_any(struct pcm_heap *h)
+/* When every heap is busy (as many holders as CPUs, some preempted), wait
+ * with the CPU hint, and after a bounded spin yield the CPU to the holders. */
+struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h)
 {
     for (unsigned spins = 0;; spins++) {
         for (unsigned i = 0; i < pcm_heap_count; i++) {
@@ -141,7 +140,7 @@ static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
 }
 
 /* An object of one of h's spans comes back to its span. */
-static void span_return_locked(struct pcm_heap *h, void *obj)
+void pcm_heap_return_locked(struct pcm_heap *h, void *obj)
 {
     struct pcm_segment *s = pcm_segment_of(obj);
     struct pcm_span *span = pcm_span_of(s, obj);
@@ -170,20 +169,18 @@ void pcm_heap_drain_remote_locked(struct pcm_heap *h)
     pcm_word_t *obj = (pcm_word_t *)pcm_swap_acq_rel(&h->remote, 0);
     while (obj) {
         pcm_word_t *next = (pcm_word_t *)obj[0];
-        span_return_locked(h, obj);
+        pcm_heap_return_locked(h, obj);
         h->stats.remote_drained++;
         obj = next;
     }
 }
 
-/* Cut up to bin->batch objects from the bin's spans; return one, cache the
- * rest. */
-static void *refill_locked(struct pcm_heap *h, unsigned cls)
+unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first_out, void **last_out)
 {
     struct pcm_bin *bin = &h->bins[cls];
     pcm_word_t *first = NULL, *last = NULL;
     unsigned count = 0;
-    while (count < bin->batch) {
+    while (count < want) {
         struct pcm_span *span = bin->partial;
         if (!span) {
             span = span_create_locked(h, cls);
@@ -191,7 +188,7 @@ static void *refill_locked(struct pcm_heap *h, unsigned cls)
                 break;
             list_add(bin, span);
         }
-        while (count < bin->batch) {
+        while (count < want) {
             pcm_word_t *obj = span->free;
             if (obj) {
                 span->free = (void *)obj[0];
@@ -213,62 +210,12 @@ static void *refill_locked(struct pcm_heap *h, unsigned cls)
         if (!span->free && span->carved == span->capacity)
             list_remove(bin, span);
     }
-    if (!count)
-        return NULL;
-    h->stats.refills++;
-    h->stats.served[cls] += count;
-    if (__builtin_expect(pcm_fault_duplicate_refill, 0) && count > 1) {
-        last[0] = (pcm_word_t)first; /* first is also cached: handed out twice */
-        last = first;
-        count++;
+    if (count) {
+        last[0] = 0;
+        h->stats.refills++;
+        h->stats.served[cls] += count;
     }
-    if (count > 1)
-        pcm_cache_push_chain(&bin->cache, (void *)first[0], last, count - 1);
-    return first;
-}
-
-void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
-{
-    struct pcm_heap *locked = lock_any(h);
-    pcm_heap_drain_remote_locked(locked);
-    /* Another thread may have refilled the cache while we waited. */
-    void *obj = pcm_cache_pop(&locked->bins[cls].cache);
-    if (!obj)
-        obj = refill_locked(locked, cls);
-    pcm_heap_unlock(locked);
-    if (!obj)
-        errno = ENOMEM;
-    return obj;
-}
-
-void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
-{
-    struct pcm_bin *bin = &h->bins[cls];
-    if (!pcm_heap_trylock(h)) {
-        /* Busy: exceed the bound for now (one more object); the next free
-         * to find the cache full flushes it. */
-        pcm_cache_push_chain(&bin->cache, obj, obj, 1);
-        return;
-    }
-    h->stats.flushes++;
-    /* Keep the most recently freed half (warm in this CPU's cache), give
-     * the rest and obj back to their spans. */
-    pcm_word_t *chain = pcm_cache_take_all(&bin->cache);
-    pcm_word_t *keep_first = chain, *keep_last = NULL;
-    unsigned kept = 0;
-    while (chain && kept < bin->limit / 2) {
-        keep_last = chain;
-        chain = (pcm_word_t *)chain[0];
-        kept++;
-    }
-    while (chain) {
-        pcm_word_t *next = (pcm_word_t *)chain[0];
-        span_return_locked(h, chain);
-        chain = next;
-    }
-    span_return_locked(h, obj);
-    pcm_heap_drain_remote_locked(h);
-    pcm_heap_unlock(h);
-    if (kept)
-        pcm_cache_push_chain(&bin->cache, keep_first, keep_last, kept);
+    *first_out = first;
+    *last_out = last;
+    return count;
 }

@@ -25,9 +25,15 @@
 struct pcm_bin {
     volatile pcm_pair_t cache;
     struct pcm_span *partial; /* spans that can give objects (lock) */
-    uint32_t limit;           /* most objects the cache holds */
-    uint32_t batch;           /* objects moved per refill */
 };
+
+/* The same for every heap, written once at start-up: a table apart from
+ * the heaps, so reading it never touches another CPU's cache lines. */
+struct pcm_bin_shape {
+    uint32_t limit; /* most objects a cache of the class holds */
+    uint32_t batch; /* objects moved per refill */
+};
+extern struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT] __attribute__((visibility("hidden")));
 
 struct pcm_heap_stats {
     pcm_word_t served[PCM_CLASS_COUNT];  /* objects moved from spans to the cache */
@@ -63,17 +69,39 @@ static inline struct pcm_heap *pcm_heap_current(void)
     return &pcm_heaps[cpu];
 }
 
-/* Cache empty: take objects from h's spans (or, if h's lock is busy,
- * another heap's), return one and leave the rest in that heap's cache.
- * NULL with errno == ENOMEM when memory is exhausted. */
-void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls) __attribute__((noinline, cold));
+/* ---- the fast path's slow halves, one pair per fast path ---- */
 
-/* Cache full: give some of h's cached objects of class cls back to their
- * spans, then cache obj (an object of h's spans). */
+/* CAS path (cache_cas_slow.c).  Cache empty: take objects from h's spans
+ * (or, if h's lock is busy, another heap's), return one and leave the rest
+ * in that heap's cache.  NULL with errno == ENOMEM when memory is
+ * exhausted. */
+void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls) __attribute__((noinline, cold));
+/* CAS path.  Cache full: give some of h's cached objects of class cls back
+ * to their spans, then cache obj (an object of h's spans). */
 void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj) __attribute__((noinline, cold));
 
-/* Return every object on h's remote queue to its span (lock held). */
+/* rseq path (cache_rseq_slow.c).  The pop answered `seen` (EMPTY or
+ * ABORTED, percpu_rseq.h): retry, refill this CPU's cache, or - for a
+ * thread the kernel gives no CPU number - take one object under a lock.
+ * NULL with errno == ENOMEM when memory is exhausted. */
+void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen) __attribute__((noinline, cold));
+/* rseq path.  The cache of owner's CPU was full when obj (of owner's
+ * spans) was freed there. */
+void pcm_heap_free_rseq_slow(struct pcm_heap *owner, unsigned cls, void *obj) __attribute__((noinline, cold));
+
+/* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
+
+/* Return every object on h's remote queue to its span. */
 void pcm_heap_drain_remote_locked(struct pcm_heap *h);
+/* Cut up to `want` objects of class cls from h's spans (making spans, and
+ * segments, as needed) into a chain linked by word 0: *first ... *last.
+ * Returns how many (0: out of memory).  The objects carry no free mark. */
+unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first, void **last);
+/* obj, an object of one of h's spans, goes back to its span. */
+void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
+/* h's lock if free, else the first free one of the others (waiting when
+ * all are busy); the heap it locked. */
+struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h);
 
 /* Test-only fault (see tests/stress): while non-zero, every refill puts
  * its first object into the cache as well as returning it, so the object

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 
 #include "cpu.h"
+#include "fast_path.h"
 #include "heap.h"
 #include "message.h"
 #include "options.h"
@@ -99,6 +100,8 @@ void pcm_stats_print(void)
     pcm_message_to(pcm_stats_fd, "stats: %s build (%s atomics), %u per-CPU heaps, CPU number from %s",
                    PCM_ARCH_NAME, pcm_arch_variant_name(pcm_arch_variant_current()), pcm_heap_count,
                    pcm_cpu_source());
+    pcm_message_to(pcm_stats_fd, "stats: fast path %s (%s), %lu restarted sections", pcm_fast_path_name(),
+                   pcm_fast_path_reason(), (unsigned long)pcm_fast_path_restarts());
     pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings, %lu KiB mapped now, %lu KiB at peak",
                 (unsigned long)t.segments, (unsigned long)t.large_objects,
                 (unsigned long)(t.mapped_bytes >> 10), (unsigned long)(t.peak_mapped_bytes >> 10));

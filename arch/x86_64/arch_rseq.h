@@ -1,0 +1,165 @@
+/*
+ * arch/x86_64/arch_rseq.h - the per-CPU cache operations as restartable
+ * sequences, in x86_64 assembly (the contract is in src/percpu_rseq.h).
+ *
+ * Each section is the same shape:
+ *   0. a descriptor { version 0, flags 0, start 1f, length 2f - 1f,
+ *      abort 4f } in section __rseq_cs, 32-byte aligned as the ABI asks;
+ *   1. the thread's rseq area (%fs:off) gets the descriptor's address in
+ *      rseq_cs - from here on the kernel checks, on every preemption,
+ *      migration and signal, whether the thread stopped between 1: and 2:
+ *      and if so resumes it at 4: instead;
+ *   2. cpu_id is read and the CPU's slot found: slot0 + cpu * stride;
+ *   3. plain loads, and writes only to objects the caller owns, then ONE
+ *      committing store to the slot, the last instruction before 2:.
+ * Why a restart is safe at every instruction: before the commit, nothing
+ * another thread can see has changed (the objects written are the
+ * caller's own until the commit publishes them, and rewriting them on the
+ * next try writes the same words); after it, the section is complete.
+ * Only threads running on a CPU touch that CPU's slot, and only through
+ * these sections, so no other writer can interleave - the kernel's abort
+ * stands in for the lock prefix.
+ *
+ * The abort handler sits in section __rseq_failure behind the 4-byte
+ * signature glibc registered (RSEQ_SIG 0x53053053), which the kernel
+ * checks before jumping there; the bytes 0f b9 3d make the signature the
+ * operand of a ud1, so a disassembler (and the instruction audit) reads
+ * a whole instruction.  The kernel clears rseq_cs when it aborts, so the
+ * handler leaves the section through C, which starts it again from 1.
+ * Labels are numeric and local, so each inlined copy gets its own
+ * descriptor.  No locked instruction anywhere in here.
+ */
+#ifndef PCM_PERCPU_RSEQ_INSIDE
+#error "include src/percpu_rseq.h, not an arch module's header"
+#endif
+#ifndef __x86_64__
+#error "arch/x86_64 built for another architecture"
+#endif
+
+#define PCM_ARCH_RSEQ 1
+
+#define PCM_RSEQ_DESCRIPTOR                                                    \
+    ".pushsection __rseq_cs, \"aw\"\n\t"                                       \
+    ".balign 32\n\t"                                                           \
+    "3: .long 0, 0\n\t"                                                        \
+    ".quad 1f, 2f - 1f, 4f\n\t"                                                \
+    ".popsection\n\t"                                                          \
+    "leaq 3b(%%rip), %%rax\n\t"                                                \
+    "movq %%rax, %%fs:8(%[off])\n\t" /* area->rseq_cs = &descriptor */
+
+#define PCM_RSEQ_SIGNATURE ".byte 0x0f, 0xb9, 0x3d\n\t.long 0x53053053\n\t"
+
+/*
+ * C:  cpu = area->cpu_id;
+ *     if (cpu >= cpus) return EMPTY;          (also: no rseq, cpu_id < 0)
+ *     top = slot0[cpu * stride];
+ *     if (top) slot0[cpu * stride] = top->next;      <- commit
+ *     return top;                  (abort: return PCM_RSEQ_ABORTED)
+ */
+static inline __attribute__((always_inline)) void *
+pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
+{
+    void *obj;
+    pcm_word_t next;
+    __asm__ __volatile__(
+        PCM_RSEQ_DESCRIPTOR
+        "1:\n\t"
+        "movl %%fs:4(%[off]), %%eax\n\t" /* cpu_id */
+        "cmpl %k[cpus], %%eax\n\t"
+        "jae 5f\n\t"
+        "imulq %[stride], %%rax, %%rax\n\t"
+        "addq %[slot0], %%rax\n\t"
+        "movq (%%rax), %[obj]\n\t"
+        "testq %[obj], %[obj]\n\t"
+        "jz 2f\n\t"
+        "movq (%[obj]), %[next]\n\t"
+        "movq %[next], (%%rax)\n\t" /* commit */
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        PCM_RSEQ_SIGNATURE
+        "4: movl $1, %k[obj]\n\t"
+        "jmp 6f\n\t"
+        "5: xorl %k[obj], %k[obj]\n\t"
+        "jmp 6f\n\t"
+        ".popsection\n\t"
+        "6:\n\t"
+        : [obj] "=&r"(obj), [next] "=&r"(next)
+        : [slot0] "r"(slot0), [off] "r"(off), [cpus] "r"(cpus), [stride] "i"(PCM_RSEQ_STRIDE)
+        : "rax", "memory", "cc");
+    return obj;
+}
+
+/*
+ * C:  cpu = area->cpu_id;
+ *     if (cpu != owner) goto other_cpu;       (also: no rseq, cpu_id < 0)
+ *     top = slot0[cpu * stride];
+ *     depth = top ? top->word1 & PCM_DEPTH_MASK : 0;
+ *     if (depth >= limit) goto full;
+ *     obj->next = top;  obj->word1 = mark + depth + 1;   (obj is ours)
+ *     slot0[cpu * stride] = obj;                         <- commit
+ *     (abort: goto aborted)
+ * mark is pcm_free_mark(obj): its low PCM_DEPTH_BITS are 0, so + is |.
+ */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, limit_, other_cpu, full, aborted)       \
+    __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
+                 "1:\n\t"                                                                       \
+                 "movl %%fs:4(%[off]), %%eax\n\t"                                               \
+                 "cmpl %k[owner], %%eax\n\t"                                                     \
+                 "jne %l[" #other_cpu "]\n\t"                                                   \
+                 "imulq %[stride], %%rax, %%rax\n\t"                                            \
+                 "addq %[slot], %%rax\n\t"                                                      \
+                 "movq (%%rax), %%rcx\n\t"                                                      \
+                 "xorl %%edx, %%edx\n\t"                                                        \
+                 "testq %%rcx, %%rcx\n\t"                                                       \
+                 "jz 7f\n\t"                                                                    \
+                 "movzwl 8(%%rcx), %%edx\n\t" /* depth: PCM_DEPTH_BITS == 16 */                 \
+                 "cmpq %[limit], %%rdx\n\t"                                                     \
+                 "jae %l[" #full "]\n\t"                                                        \
+                 "7: movq %%rcx, (%[object])\n\t"                                               \
+                 "leaq 1(%%rdx, %[mark]), %%rdx\n\t"                                            \
+                 "movq %%rdx, 8(%[object])\n\t"                                                 \
+                 "movq %[object], (%%rax)\n\t" /* commit */                                     \
+                 "2:\n\t"                                                                       \
+                 ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
+                 "4: jmp %l[" #aborted "]\n\t"                                                  \
+                 ".popsection\n\t"                                                              \
+                 :                                                                              \
+                 : [slot] "r"(slot0_), [off] "r"(off_), [owner] "r"((unsigned)(owner_)), [object] "r"(obj_),  \
+                   [mark] "r"(mark_), [limit] "r"((pcm_word_t)(limit_)),                      \
+                   [stride] "i"(PCM_RSEQ_STRIDE)                                              \
+                 : "rax", "rcx", "rdx", "memory", "cc"                                          \
+                 : other_cpu, full, aborted)
+
+/*
+ * C:  cpu = area->cpu_id;
+ *     if (cpu != owner) return EMPTY;
+ *     top = slot0[cpu * stride];  slot0[cpu * stride] = 0;   <- commit
+ *     return top;                  (abort: return PCM_RSEQ_ABORTED)
+ */
+static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)
+{
+    void *chain;
+    __asm__ __volatile__(
+        PCM_RSEQ_DESCRIPTOR
+        "1:\n\t"
+        "movl %%fs:4(%[off]), %%eax\n\t"
+        "cmpl %k[owner], %%eax\n\t"
+        "jne 5f\n\t"
+        "imulq %[stride], %%rax, %%rax\n\t"
+        "addq %[slot0], %%rax\n\t"
+        "movq (%%rax), %[chain]\n\t"
+        "movq $0, (%%rax)\n\t" /* commit */
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        PCM_RSEQ_SIGNATURE
+        "4: movl $1, %k[chain]\n\t"
+        "jmp 6f\n\t"
+        "5: xorl %k[chain], %k[chain]\n\t"
+        "jmp 6f\n\t"
+        ".popsection\n\t"
+        "6:\n\t"
+        : [chain] "=&r"(chain)
+        : [slot0] "r"(slot0), [off] "r"(off), [owner] "r"(owner), [stride] "i"(PCM_RSEQ_STRIDE)
+        : "rax", "memory", "cc");
+    return chain;
+}

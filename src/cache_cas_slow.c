@@ -1,0 +1,75 @@
+/*
+ * cache_cas_slow.c - the slow halves of the CAS fast path (heap.h): an
+ * empty cache refilled from the spans, a full one flushed back to them.
+ * Any thread may act on any heap's cache here, by the CAS operations of
+ * percpu_cache.h; never used when the rseq path was chosen.  No malloc.
+ */
+#include "heap.h"
+
+#include <errno.h>
+
+#include "free_mark.h"
+#include "percpu_cache.h"
+
+/* Cut a batch from the locked heap; return one, cache the rest there. */
+static void *refill_locked(struct pcm_heap *h, unsigned cls)
+{
+    void *first, *last;
+    unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, &first, &last);
+    if (!count)
+        return NULL;
+    if (__builtin_expect(pcm_fault_duplicate_refill, 0) && count > 1) {
+        *(void **)last = first; /* first is also cached: handed out twice */
+        last = first;
+        count++;
+    }
+    if (count > 1)
+        pcm_cache_push_chain(&h->bins[cls].cache, *(void **)first, last, count - 1);
+    return first;
+}
+
+void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
+{
+    struct pcm_heap *locked = pcm_heap_lock_any(h);
+    pcm_heap_drain_remote_locked(locked);
+    /* Another thread may have refilled the cache while we waited. */
+    void *obj = pcm_cache_pop(&locked->bins[cls].cache);
+    if (!obj)
+        obj = refill_locked(locked, cls);
+    pcm_heap_unlock(locked);
+    if (!obj)
+        errno = ENOMEM;
+    return obj;
+}
+
+void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
+{
+    struct pcm_bin *bin = &h->bins[cls];
+    if (!pcm_heap_trylock(h)) {
+        /* Busy: exceed the bound for now (one more object); the next free
+         * to find the cache full flushes it. */
+        pcm_cache_push_chain(&bin->cache, obj, obj, 1);
+        return;
+    }
+    h->stats.flushes++;
+    /* Keep the most recently freed half (warm in this CPU's cache), give
+     * the rest and obj back to their spans. */
+    pcm_word_t *chain = pcm_cache_take_all(&bin->cache);
+    pcm_word_t *keep_first = chain, *keep_last = NULL;
+    unsigned kept = 0;
+    while (chain && kept < pcm_bin_shapes[cls].limit / 2) {
+        keep_last = chain;
+        chain = (pcm_word_t *)chain[0];
+        kept++;
+    }
+    while (chain) {
+        pcm_word_t *next = (pcm_word_t *)chain[0];
+        pcm_heap_return_locked(h, chain);
+        chain = next;
+    }
+    pcm_heap_return_locked(h, obj);
+    pcm_heap_drain_remote_locked(h);
+    pcm_heap_unlock(h);
+    if (kept)
+        pcm_cache_push_chain(&bin->cache, keep_first, keep_last, kept);
+}

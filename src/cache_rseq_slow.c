@@ -1,0 +1,179 @@
+/*
+ * cache_rseq_slow.c - the slow halves of the rseq fast path (heap.h): a
+ * section that was aborted is started again; an empty cache is refilled
+ * from the spans, a full one flushed back to them.  Every change to a
+ * cache is one of percpu_rseq.h's sections, made on the cache's own CPU
+ * and pushing only that CPU's heap's objects; whatever cannot be done
+ * there (the thread moved, the cache filled meanwhile) goes back to the
+ * spans under the lock or to the owner's remote queue instead.  A thread
+ * the kernel gives no CPU number never caches at all.  No malloc.
+ */
+#include "heap.h"
+
+#include <errno.h>
+
+#include "percpu_rseq.h"
+#include "remote.h"
+
+volatile pcm_word_t pcm_rseq_aborts;
+
+void pcm_rseq_count_abort(void)
+{
+    pcm_fetch_add_acq_rel(&pcm_rseq_aborts, 1);
+}
+
+#ifdef PCM_ARCH_RSEQ
+
+enum push_result { PUSHED, OTHER_CPU, FULL };
+
+/* Push obj (of owner's spans) onto owner's CPU's cache of class cls, if the
+ * thread runs there and the cache has room. */
+static enum push_result push_on(struct pcm_heap *owner, unsigned cls, void *obj)
+{
+    pcm_word_t mark = pcm_free_mark(obj);
+    if (PCM_FREE_MARK_WIDE)
+        ((pcm_word_t *)obj)[2] = pcm_free_mark_wide(obj);
+retry:
+    pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, owner->index, obj, mark,
+                       pcm_bin_shapes[cls].limit, other_cpu, full, aborted);
+    return PUSHED;
+other_cpu:
+    return OTHER_CPU;
+full:
+    return FULL;
+aborted:
+    pcm_rseq_count_abort();
+    goto retry;
+}
+
+static void *pop_any(unsigned cls)
+{
+    for (;;) {
+        void *obj = pcm_arch_rseq_pop(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_count);
+        if (obj != PCM_RSEQ_ABORTED)
+            return obj;
+        pcm_rseq_count_abort();
+    }
+}
+
+/* Reverse a chain linked by word 0. */
+static void *reversed(void *chain)
+{
+    void *done = NULL;
+    while (chain) {
+        void *next = *(void **)chain;
+        *(void **)chain = done;
+        done = chain;
+        chain = next;
+    }
+    return done;
+}
+
+/* Cache the chain (owner's objects, the lock of owner held) on owner's
+ * CPU in reverse, so its first object ends on top; what cannot be cached
+ * goes back to the spans. */
+static void cache_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain)
+{
+    chain = reversed(chain);
+    while (chain) {
+        void *next = *(void **)chain;
+        if (push_on(owner, cls, chain) != PUSHED)
+            pcm_heap_return_locked(owner, chain);
+        chain = next;
+    }
+}
+
+/* One object, no caching: for a thread without a CPU number, and when the
+ * thread's own heap is busy (another heap's objects must not enter this
+ * CPU's cache). */
+static void *take_one_locked(struct pcm_heap *locked, unsigned cls)
+{
+    void *first, *last;
+    return pcm_heap_cut_locked(locked, cls, 1, &first, &last) ? first : NULL;
+}
+
+static void *refill(struct pcm_heap *h, unsigned cls)
+{
+    struct pcm_heap *locked = pcm_heap_lock_any(h);
+    pcm_heap_drain_remote_locked(locked);
+    void *obj;
+    if (locked != h) {
+        obj = take_one_locked(locked, cls);
+    } else if ((obj = pop_any(cls)) == PCM_RSEQ_EMPTY) {
+        /* (not refilled by another thread of this CPU meanwhile) */
+        void *last;
+        if (pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, &obj, &last)) {
+            void *rest = *(void **)obj;
+            if (__builtin_expect(pcm_fault_duplicate_refill, 0) && rest) {
+                *(void **)last = obj; /* obj is also cached: handed out twice */
+                *(void **)obj = NULL;
+            }
+            cache_chain_locked(h, cls, rest);
+        }
+    }
+    pcm_heap_unlock(locked);
+    return obj;
+}
+
+void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
+{
+    void *obj;
+    if (seen == PCM_RSEQ_ABORTED) {
+        pcm_rseq_count_abort();
+        if ((obj = pop_any(cls)) != PCM_RSEQ_EMPTY)
+            return obj;
+    }
+    int cpu = pcm_rseq_cpu();
+    if (cpu >= 0) {
+        obj = refill(&pcm_heaps[cpu], cls);
+    } else {
+        struct pcm_heap *locked = pcm_heap_lock_any(&pcm_heaps[pcm_cpu_current() % pcm_heap_count]);
+        pcm_heap_drain_remote_locked(locked);
+        obj = take_one_locked(locked, cls);
+        pcm_heap_unlock(locked);
+    }
+    if (!obj)
+        errno = ENOMEM;
+    return obj;
+}
+
+static void *take_all_on(struct pcm_heap *h, unsigned cls)
+{
+    for (;;) {
+        void *chain = pcm_arch_rseq_take_all(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, h->index);
+        if (chain != PCM_RSEQ_ABORTED)
+            return chain;
+        pcm_rseq_count_abort();
+    }
+}
+
+void pcm_heap_free_rseq_slow(struct pcm_heap *h, unsigned cls, void *obj)
+{
+    if (!pcm_heap_trylock(h)) {
+        /* Busy: its holder, or the next, drains this. */
+        pcm_remote_free(h, obj);
+        return;
+    }
+    h->stats.flushes++;
+    /* Keep the most recently freed half (warm in this CPU's cache), give
+     * the rest and obj back to their spans.  Empty if the thread has left
+     * h's CPU since the push found the cache full. */
+    void *keep = take_all_on(h, cls), *chain = keep;
+    for (unsigned kept = 1; chain && kept < pcm_bin_shapes[cls].limit / 2; kept++)
+        chain = *(void **)chain;
+    if (chain) {
+        void *rest = *(void **)chain;
+        *(void **)chain = NULL;
+        while (rest) {
+            void *next = *(void **)rest;
+            pcm_heap_return_locked(h, rest);
+            rest = next;
+        }
+    }
+    pcm_heap_return_locked(h, obj);
+    pcm_heap_drain_remote_locked(h);
+    cache_chain_locked(h, cls, keep);
+    pcm_heap_unlock(h);
+}
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * percpu_rseq.h - the per-CPU cache operations as restartable sequences
+ * (Linux rseq): the fast path when pcm_fast_path == PCM_FAST_PATH_RSEQ.
+ *
+ * The cache of class c on CPU n is the word pcm_heaps[n].bins[c].cache
+ * .half.ptr (the tag half is unused on this path): a LIFO of free objects
+ * of heap n's spans, linked by word 0, word 1 = mark | depth as in
+ * percpu_cache.h.  Invariant of this path: that word is written only by a
+ * thread running on CPU n, inside one of the sections below (the kernel
+ * aborts a section the thread leaves the CPU in), so each operation is
+ * plain loads and one committing store - no lock prefix, no exclusive
+ * pair.  ABA cannot arise: no other thread can change the slot between a
+ * section's load and its commit without the section being aborted.
+ * Never mixed with the CAS operations of percpu_cache.h: the path is
+ * chosen once, before the first object is cached (fast_path.h).
+ *
+ * Each arch's arch_rseq.h (x86, x86_64, arm64) supplies, in assembly:
+ *   pcm_arch_rseq_pop(slot0, off, cpus) -> object, PCM_RSEQ_EMPTY (cache
+ *       empty, or the thread has no usable CPU number) or PCM_RSEQ_ABORTED;
+ *   pcm_arch_rseq_push(slot0, off, owner, obj, mark, limit, other_cpu,
+ *       full, aborted) - a statement that pushes obj or jumps to a label;
+ *   pcm_arch_rseq_take_all(slot0, off, owner) -> chain, EMPTY, ABORTED;
+ * where slot0 is CPU 0's slot of the class, slot n lies n * PCM_RSEQ_STRIDE
+ * bytes above it, and off is the rseq area's offset from the thread
+ * pointer (glibc's __rseq_offset).  "owner" operations act only when the
+ * thread runs on CPU `owner`, so callers can say whose objects they push.
+ * The generic arch has none (PCM_ARCH_RSEQ undefined): CAS path only.
+ */
+#ifndef PCM_PERCPU_RSEQ_H
+#define PCM_PERCPU_RSEQ_H
+
+#include "cpu.h"
+#include "fast_path.h"
+#include "free_mark.h"
+#include "heap.h"
+
+#define PCM_RSEQ_EMPTY ((void *)0)
+#define PCM_RSEQ_ABORTED ((void *)1)
+
+#define PCM_RSEQ_STRIDE (sizeof(struct pcm_heap))
+
+#if defined(__linux__) && __has_include("arch_rseq.h")
+#define PCM_PERCPU_RSEQ_INSIDE
+#include "arch_rseq.h"
+#undef PCM_PERCPU_RSEQ_INSIDE
+#endif
+
+#ifdef PCM_ARCH_RSEQ
+_Static_assert(PCM_DEPTH_BITS == 16 || PCM_DEPTH_BITS == 12, "arch_rseq.h reads the depth field by width");
+_Static_assert(offsetof(struct rseq, cpu_id) == 4 && offsetof(struct rseq, rseq_cs) == 8,
+               "arch_rseq.h addresses the rseq area's fields by offset");
+#endif
+
+/* CPU 0's cache slot of class cls; CPU n's lies n * PCM_RSEQ_STRIDE above. */
+static inline pcm_word_t *pcm_rseq_slot0(unsigned cls)
+{
+    return (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr;
+}
+
+/* Restarts seen by the C side of the sections (statistics, tests). */
+extern volatile pcm_word_t pcm_rseq_aborts __attribute__((visibility("hidden")));
+void pcm_rseq_count_abort(void) __attribute__((noinline, cold));
+
+/* The CPU the rseq area names, or -1 when it names none this process has
+ * a heap for (rseq not registered for this thread). */
+static inline int pcm_rseq_cpu(void)
+{
+    const volatile struct rseq *area =
+        (const volatile struct rseq *)((char *)__builtin_thread_pointer() + pcm_cpu_rseq_offset);
+    uint32_t cpu = area->cpu_id;
+    return cpu < pcm_heap_count ? (int)cpu : -1;
+}
+
+#endif

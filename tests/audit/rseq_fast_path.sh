@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# tests/audit/rseq_fast_path.sh OBJDUMP LIBRARY ARCH - fail unless the rseq
+# fast path is what it claims: pcm_malloc and pcm_free, disassembled from
+# the library, hold a restartable section (the store of the descriptor into
+# the thread's rseq area) and not one atomic read-modify-write - no
+# lock-prefixed or implicitly locked (xchg) instruction on x86, no
+# exclusive pair and no LSE atomic on arm64.  The CAS fallback and the
+# remote free are calls out of these functions, so the whole body is the
+# small-object path on the owner's CPU plus the calls to the slow ones.
+# ARCH: x86_64, x86 or arm64.  Exit status 0 pass, 1 fail, 2 usage.
+set -u
+if [ "$#" -ne 3 ]; then
+    echo "usage: $0 OBJDUMP LIBRARY ARCH" >&2
+    exit 2
+fi
+objdump=$1 library=$2 arch=$3
+case "$arch" in
+x86_64) section_store='mov +%[a-z0-9]+,%fs:0x8\(' forbidden='(^|[[:space:]])(lock|xchg[a-z]*|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)' ;;
+x86) section_store='mov +%[a-z0-9]+,%gs:0x8\(' forbidden='(^|[[:space:]])(lock|xchg[a-z]*|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)' ;;
+arm64) section_store='tpidr_el0' forbidden='(^|[[:space:]])(ld[a]?xr[bh]?|st[l]?xr[bh]?|ld[a]?xp|st[l]?xp|cas[a-z]*|swp[a-z]*|ld(add|clr|eor|set|smax|smin|umax|umin)[a-z]*|st(add|clr|eor|set|smax|smin|umax|umin)[a-z]*)([[:space:]]|$)' ;;
+*)
+    echo "usage: ARCH is x86_64, x86 or arm64, not $arch" >&2
+    exit 2
+    ;;
+esac
+status=0
+for function in pcm_malloc pcm_free; do
+    body=$("$objdump" -d --no-show-raw-insn --disassemble="$function" "$library" |
+        awk -v f="<$function>:" '$2 == f {on = 1; next} /^$/ {on = 0} on')
+    instructions=$(printf '%s\n' "$body" | grep -c ':')
+    offenders=$(printf '%s\n' "$body" | cut -f2- | grep -E "$forbidden")
+    if [ "$instructions" -lt 10 ]; then
+        echo "audit: $function: only $instructions instructions found in $library"
+        status=1
+    elif ! printf '%s\n' "$body" | grep -Eq "$section_store"; then
+        echo "audit: $function: no restartable section (no match for '$section_store')"
+        status=1
+    elif [ -n "$offenders" ]; then
+        echo "audit: $function: atomic read-modify-write on the fast path:"
+        printf '%s\n' "$offenders" | sed 's/^/audit:   /'
+        status=1
+    else
+        echo "audit: $function: $instructions instructions, a restartable section, no atomic read-modify-write"
+    fi
+done
+exit "$status"

@@ -1,0 +1,228 @@
+/*
+ * tests/unit/fast_path.c - which fast path runs, and what the rseq path
+ * does with an object, seen from inside:
+ *   - the path is the one the runner expects (PCM_TEST_EXPECT_FAST_PATH:
+ *     rseq natively, cas with PCMALLOC_RSEQ=0, under qemu-user and on
+ *     the generic build), with a reason to show for it;
+ *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
+ *     slot (the assembly found the right slot) and the next malloc there
+ *     takes it back; a free on another CPU goes to the owner's remote
+ *     queue, never into a foreign cache;
+ *   - rseq: a thread whose rseq area the kernel no longer fills (we
+ *     unregister it) still allocates and frees correctly, without caching.
+ * Threads are pinned with sched_setaffinity; with one allowed CPU the
+ * cross-CPU check is skipped (said so in the output).
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "fast_path.h"
+#include "heap.h"
+#include "percpu_rseq.h"
+#include "sizeclass.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/rseq.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+extern const unsigned int __rseq_size __attribute__((weak));
+
+static bool pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+/* The first two CPUs this process may run on (-1 where there are none). */
+static void allowed_cpus(int out[2])
+{
+    cpu_set_t set;
+    out[0] = out[1] = -1;
+    if (sched_getaffinity(0, sizeof set, &set))
+        return;
+    for (int cpu = 0, n = 0; cpu < CPU_SETSIZE && n < 2; cpu++)
+        if (CPU_ISSET(cpu, &set))
+            out[n++] = cpu;
+}
+
+/* Start-up chooses the path: make sure it ran (tests run in any order). */
+static void started(void)
+{
+    pcm_free(pcm_malloc(1));
+}
+
+static void restore_affinity(const cpu_set_t *set)
+{
+    sched_setaffinity(0, sizeof *set, set);
+}
+
+PCM_TEST(fast_path_is_the_expected_one)
+{
+    started();
+    const char *expect = pcm_test_getenv("PCM_TEST_EXPECT_FAST_PATH");
+    pcm_test_printf("  fast path %s: %s\n", pcm_fast_path_name(), pcm_fast_path_reason());
+    PCM_CHECK(pcm_fast_path_reason()[0] != '\0', "no reason given");
+    if (expect)
+        PCM_CHECK(strcmp(expect, pcm_fast_path_name()) == 0, "fast path %s, expected %s", pcm_fast_path_name(),
+                  expect);
+}
+
+#ifdef PCM_ARCH_RSEQ
+static pcm_word_t slot_top(int cpu, unsigned cls)
+{
+    return pcm_load_relaxed((volatile pcm_word_t *)((char *)pcm_rseq_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE));
+}
+#endif
+
+PCM_TEST(rseq_free_lands_in_this_cpus_slot)
+{
+#ifdef PCM_ARCH_RSEQ
+    started();
+    if (!pcm_fast_path_is_rseq()) {
+        pcm_test_printf("  skipped: fast path is %s\n", pcm_fast_path_name());
+        return;
+    }
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    int cpus[2];
+    allowed_cpus(cpus);
+    for (int i = 0; i < 2 && cpus[i] >= 0; i++) {
+        PCM_REQUIRE(pin(cpus[i]), "cannot pin to CPU %d", cpus[i]);
+        unsigned cls = pcm_size_class(40);
+        void *p = pcm_malloc(40);
+        PCM_REQUIRE(p, "malloc failed");
+        /* The object's span belongs to this CPU's heap (or, if a preempted
+         * holder of its lock sent the refill elsewhere, to another). */
+        pcm_free(p);
+        struct pcm_segment *s = pcm_segment_of(p);
+        if (pcm_span_of(s, p)->owner == (unsigned)cpus[i])
+            PCM_CHECK(slot_top(cpus[i], cls) == (pcm_word_t)p, "CPU %d: freed %p, slot top is %p", cpus[i], p,
+                      (void *)slot_top(cpus[i], cls));
+        void *q = pcm_malloc(40);
+        PCM_CHECK(q == p, "CPU %d: freed %p, the next malloc gave %p", cpus[i], p, q);
+        pcm_free(q);
+    }
+    restore_affinity(&saved);
+#endif
+}
+
+#ifdef PCM_ARCH_RSEQ
+struct handoff {
+    int cpu;
+    void *p;
+};
+
+static void *free_on_cpu(void *arg)
+{
+    struct handoff *h = arg;
+    if (pin(h->cpu))
+        pcm_free(h->p);
+    else
+        h->cpu = -1;
+    return NULL;
+}
+#endif
+
+PCM_TEST(rseq_free_on_another_cpu_goes_remote)
+{
+#ifdef PCM_ARCH_RSEQ
+    int cpus[2];
+    allowed_cpus(cpus);
+    started();
+    if (!pcm_fast_path_is_rseq() || cpus[1] < 0) {
+        pcm_test_printf("  skipped: fast path %s, second CPU %d\n", pcm_fast_path_name(), cpus[1]);
+        return;
+    }
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    PCM_REQUIRE(pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    void *p = pcm_malloc(56);
+    PCM_REQUIRE(p, "malloc failed");
+    unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
+    unsigned cls = pcm_size_class(56);
+    pcm_word_t other_top = slot_top(cpus[1], cls);
+    struct handoff h = {cpus[1], p};
+    pthread_t t;
+    PCM_REQUIRE(pthread_create(&t, NULL, free_on_cpu, &h) == 0, "pthread_create failed");
+    pthread_join(t, NULL);
+    PCM_REQUIRE(h.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
+    if (owner != (unsigned)cpus[1]) {
+        PCM_CHECK(slot_top(cpus[1], cls) != (pcm_word_t)p, "object of heap %u cached on CPU %d", owner, cpus[1]);
+        PCM_CHECK(slot_top(cpus[1], cls) == other_top, "CPU %d's cache changed", cpus[1]);
+        PCM_CHECK(pcm_load_relaxed(&pcm_heaps[owner].remote) == (pcm_word_t)p,
+                  "object not on heap %u's remote queue", owner);
+    }
+    restore_affinity(&saved);
+#endif
+}
+
+#ifdef PCM_ARCH_RSEQ
+#define OBJECTS 3000u
+
+/* Unregister glibc's rseq area for this thread: from then on the kernel
+ * leaves cpu_id at -1, as for a thread it never gave one. */
+static void *without_rseq(void *arg)
+{
+    int *result = arg;
+    struct rseq *area = (struct rseq *)((char *)__builtin_thread_pointer() + pcm_cpu_rseq_offset);
+    /* glibc registers the original 32-byte area; __rseq_size is the
+     * feature size (20 in Debian's 2.36), which the kernel would refuse. */
+    unsigned length = __rseq_size < 32 ? 32 : __rseq_size;
+    if (syscall(SYS_rseq, area, length, RSEQ_FLAG_UNREGISTER, RSEQ_SIG)) {
+        *result = -errno;
+        return NULL;
+    }
+    *result = 1;
+    if (pcm_rseq_cpu() != -1) {
+        *result = 2;
+        return NULL;
+    }
+    static unsigned char *objects[OBJECTS];
+    for (unsigned round = 0; round < 3; round++) {
+        for (unsigned i = 0; i < OBJECTS; i++) {
+            size_t size = 1 + (i * 37) % 700;
+            objects[i] = pcm_malloc(size);
+            if (!objects[i]) {
+                *result = 3;
+                return NULL;
+            }
+            memset(objects[i], (int)(i & 0xff), size);
+        }
+        for (unsigned i = 0; i < OBJECTS; i++) {
+            size_t size = 1 + (i * 37) % 700;
+            for (size_t b = 0; b < size; b++)
+                if (objects[i][b] != (unsigned char)(i & 0xff)) {
+                    *result = 4;
+                    return NULL;
+                }
+            pcm_free(objects[i]);
+        }
+    }
+    *result = 0;
+    return NULL;
+}
+#endif
+
+PCM_TEST(rseq_thread_without_cpu_number_still_works)
+{
+#ifdef PCM_ARCH_RSEQ
+    started();
+    if (!pcm_fast_path_is_rseq()) {
+        pcm_test_printf("  skipped: fast path is %s\n", pcm_fast_path_name());
+        return;
+    }
+    pthread_t t;
+    int result = -1000;
+    PCM_REQUIRE(pthread_create(&t, NULL, without_rseq, &result) == 0, "pthread_create failed");
+    pthread_join(t, NULL);
+    PCM_CHECK(result == 0, "result %d (negative: rseq unregister errno; 2: still a CPU number; "
+                           "3: malloc failed; 4: contents changed)", result);
+#endif
+}
