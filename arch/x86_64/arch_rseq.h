@@ -38,6 +38,8 @@
 
 #define PCM_ARCH_RSEQ 1
 
+_Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG");
+
 #define PCM_RSEQ_DESCRIPTOR                                                    \
     ".pushsection __rseq_cs, \"aw\"\n\t"                                       \
     ".balign 32\n\t"                                                           \

@@ -15,8 +15,9 @@ if [ "$#" -ne 3 ]; then
 fi
 objdump=$1 library=$2 arch=$3
 case "$arch" in
-x86_64) section_store='mov +%[a-z0-9]+,%fs:0x8\(' forbidden='(^|[[:space:]])(lock|xchg[a-z]*|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)' ;;
-x86) section_store='mov +%[a-z0-9]+,%gs:0x8\(' forbidden='(^|[[:space:]])(lock|xchg[a-z]*|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)' ;;
+# (xchg is locked only with a memory operand; xchg %ax,%ax is a padding nop)
+x86_64) section_store='mov +%[a-z0-9]+,%fs:0x8\(' forbidden='(^|[[:space:]])(lock|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)|xchg[a-z]*[[:space:]].*\(' ;;
+x86) section_store='mov +%[a-z0-9]+,%gs:0x8\(' forbidden='(^|[[:space:]])(lock|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)|xchg[a-z]*[[:space:]].*\(' ;;
 arm64) section_store='tpidr_el0' forbidden='(^|[[:space:]])(ld[a]?xr[bh]?|st[l]?xr[bh]?|ld[a]?xp|st[l]?xp|cas[a-z]*|swp[a-z]*|ld(add|clr|eor|set|smax|smin|umax|umin)[a-z]*|st(add|clr|eor|set|smax|smin|umax|umin)[a-z]*)([[:space:]]|$)' ;;
 *)
     echo "usage: ARCH is x86_64, x86 or arm64, not $arch" >&2

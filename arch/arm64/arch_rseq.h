@@ -1,0 +1,139 @@
+/*
+ * arch/arm64/arch_rseq.h - the per-CPU cache operations as restartable
+ * sequences, in AArch64 assembly (the contract is in src/percpu_rseq.h;
+ * the section shape and why a restart is safe at every instruction are
+ * spelled out in arch/x86_64/arch_rseq.h and hold here word for word).
+ *
+ * Here: the descriptor's address comes from adrp + add (PC-relative, so
+ * position-independent and in range anywhere in a 4 GiB image), the rseq
+ * area is the thread pointer (tpidr_el0) plus glibc's offset, computed by
+ * the caller.  The signature before each abort handler is RSEQ_SIG,
+ * 0xd428bc00, emitted with .inst: it is the instruction brk #0x45e0, so a
+ * stray jump into it traps instead of running on.  No barrier is needed:
+ * a CPU's slot is only ever touched by threads running on that CPU, which
+ * see their own CPU's stores in order, and a migration passes through the
+ * kernel's context switch, which orders everything before it.  No
+ * exclusive pair, no LSE atomic anywhere in here.
+ */
+#ifndef PCM_PERCPU_RSEQ_INSIDE
+#error "include src/percpu_rseq.h, not an arch module's header"
+#endif
+#ifndef __aarch64__
+#error "arch/arm64 built for another architecture"
+#endif
+
+#define PCM_ARCH_RSEQ 1
+
+_Static_assert(RSEQ_SIG == 0xd428bc00, "the signature below is glibc's RSEQ_SIG");
+
+/* area->rseq_cs = &descriptor; `tmp` is any scratch register. */
+#define PCM_RSEQ_DESCRIPTOR(tmp)                                               \
+    ".pushsection __rseq_cs, \"aw\"\n\t"                                       \
+    ".balign 32\n\t"                                                           \
+    "3: .long 0, 0\n\t"                                                        \
+    ".quad 1f, 2f - 1f, 4f\n\t"                                                \
+    ".popsection\n\t"                                                          \
+    "adrp " tmp ", 3b\n\t"                                                     \
+    "add " tmp ", " tmp ", :lo12:3b\n\t"                                       \
+    "str " tmp ", [%[area], #8]\n\t"
+
+#define PCM_RSEQ_SIGNATURE ".inst 0xd428bc00\n\t"
+
+static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
+{
+    return (volatile struct rseq *)((char *)__builtin_thread_pointer() + off);
+}
+
+/* C: as in arch/x86_64/arch_rseq.h (pop). */
+static inline __attribute__((always_inline)) void *
+pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
+{
+    void *obj;
+    pcm_word_t slot, next;
+    __asm__ __volatile__(
+        PCM_RSEQ_DESCRIPTOR("%[slot]")
+        "1:\n\t"
+        "ldr %w[slot], [%[area], #4]\n\t" /* cpu_id, zero-extended */
+        "cmp %w[slot], %w[cpus]\n\t"
+        "b.hs 5f\n\t"
+        "madd %[slot], %[slot], %[stride], %[slot0]\n\t"
+        "ldr %[obj], [%[slot]]\n\t"
+        "cbz %[obj], 2f\n\t"
+        "ldr %[next], [%[obj]]\n\t"
+        "str %[next], [%[slot]]\n\t" /* commit */
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        PCM_RSEQ_SIGNATURE
+        "4: mov %[obj], #1\n\t"
+        "b 6f\n\t"
+        "5: mov %[obj], #0\n\t"
+        "b 6f\n\t"
+        ".popsection\n\t"
+        "6:\n\t"
+        : [obj] "=&r"(obj), [slot] "=&r"(slot), [next] "=&r"(next)
+        : [slot0] "r"(slot0), [area] "r"(pcm_arch_rseq_area(off)), [cpus] "r"(cpus),
+          [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)
+        : "memory", "cc");
+    return obj;
+}
+
+/* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then the
+ * slot), x10 (top), x11 (depth, then word 1). */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, limit_, other_cpu, full, aborted)       \
+    __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
+                 "1:\n\t"                                                                       \
+                 "ldr w9, [%[area], #4]\n\t"                                                    \
+                 "cmp w9, %w[owner]\n\t"                                                        \
+                 "b.ne %l[" #other_cpu "]\n\t"                                                  \
+                 "madd x9, x9, %[stride], %[slot]\n\t"                                          \
+                 "ldr x10, [x9]\n\t"                                                            \
+                 "mov x11, #0\n\t"                                                              \
+                 "cbz x10, 7f\n\t"                                                              \
+                 "ldrh w11, [x10, #8]\n\t" /* depth: PCM_DEPTH_BITS == 16 */                    \
+                 "cmp x11, %[limit]\n\t"                                                        \
+                 "b.hs %l[" #full "]\n\t"                                                       \
+                 "7: str x10, [%[object]]\n\t"                                                  \
+                 "add x11, x11, %[mark]\n\t"                                                    \
+                 "add x11, x11, #1\n\t"                                                         \
+                 "str x11, [%[object], #8]\n\t"                                                 \
+                 "str %[object], [x9]\n\t" /* commit */                                         \
+                 "2:\n\t"                                                                       \
+                 ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
+                 "4: b %l[" #aborted "]\n\t"                                                    \
+                 ".popsection\n\t"                                                              \
+                 :                                                                              \
+                 : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
+                   [owner] "r"((unsigned)(owner_)), [object] "r"(obj_), [mark] "r"(mark_),      \
+                   [limit] "r"((pcm_word_t)(limit_)), [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE) \
+                 : "x9", "x10", "x11", "memory", "cc"                                           \
+                 : other_cpu, full, aborted)
+
+/* C: as in arch/x86_64/arch_rseq.h (take all). */
+static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)
+{
+    void *chain;
+    pcm_word_t slot;
+    __asm__ __volatile__(
+        PCM_RSEQ_DESCRIPTOR("%[slot]")
+        "1:\n\t"
+        "ldr %w[slot], [%[area], #4]\n\t"
+        "cmp %w[slot], %w[owner]\n\t"
+        "b.ne 5f\n\t"
+        "madd %[slot], %[slot], %[stride], %[slot0]\n\t"
+        "ldr %[chain], [%[slot]]\n\t"
+        "str xzr, [%[slot]]\n\t" /* commit */
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        PCM_RSEQ_SIGNATURE
+        "4: mov %[chain], #1\n\t"
+        "b 6f\n\t"
+        "5: mov %[chain], #0\n\t"
+        "b 6f\n\t"
+        ".popsection\n\t"
+        "6:\n\t"
+        : [chain] "=&r"(chain), [slot] "=&r"(slot)
+        : [slot0] "r"(slot0), [area] "r"(pcm_arch_rseq_area(off)), [owner] "r"(owner),
+          [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)
+        : "memory", "cc");
+    return chain;
+}

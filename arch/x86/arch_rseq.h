@@ -1,0 +1,156 @@
+/*
+ * arch/x86/arch_rseq.h - the per-CPU cache operations as restartable
+ * sequences, in i586 assembly (the contract is in src/percpu_rseq.h; the
+ * section shape and why a restart is safe at every instruction are spelled
+ * out in arch/x86_64/arch_rseq.h and hold here word for word).
+ *
+ * Differences from x86_64:
+ *   - the rseq area is reached through %gs, and rseq_cs is a 64-bit field
+ *     of which only the low half is written: the high half is 0 from
+ *     glibc's set-up and the kernel only ever clears the whole field;
+ *   - i386 has no PC-relative addressing, so the descriptor's address is
+ *     computed from an anchor in the same section of the same object file
+ *     (the difference is an assembly-time constant) whose address the
+ *     compiler materialises position-independently (GOT-relative);
+ *   - words are 4 bytes, the depth field 12 bits (free_mark.h);
+ *   - only i586 instructions (no cmov): tests/audit/x86_instructions.sh.
+ * The signature glibc registered is 0x53053053 on i386 too.
+ */
+#ifndef PCM_PERCPU_RSEQ_INSIDE
+#error "include src/percpu_rseq.h, not an arch module's header"
+#endif
+#if !defined(__i386__)
+#error "arch/x86 built for another architecture"
+#endif
+
+#define PCM_ARCH_RSEQ 1
+
+_Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG");
+
+/* This object file's anchor in __rseq_cs (no bytes of its own, so the
+ * section still holds nothing but descriptors). */
+static char pcm_rseq_anchor[0] __attribute__((section("__rseq_cs"), aligned(32), used));
+
+#define PCM_RSEQ_DESCRIPTOR                                                    \
+    ".pushsection __rseq_cs, \"aw\"\n\t"                                       \
+    ".balign 32\n\t"                                                           \
+    "3: .long 0, 0\n\t"                                                        \
+    ".long 1f, 0, 2f - 1f, 0, 4f, 0\n\t"                                       \
+    ".popsection\n\t"                                                          \
+    "leal 3b - pcm_rseq_anchor(%[anchor]), %%eax\n\t"                          \
+    "movl %%eax, %%gs:8(%[off])\n\t" /* area->rseq_cs (low half) */
+
+#define PCM_RSEQ_SIGNATURE ".byte 0x0f, 0xb9, 0x3d\n\t.long 0x53053053\n\t"
+
+/* C: as in arch/x86_64/arch_rseq.h (pop). */
+static inline __attribute__((always_inline)) void *
+pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
+{
+    void *obj;
+    pcm_word_t next;
+    __asm__ __volatile__(
+        PCM_RSEQ_DESCRIPTOR
+        "1:\n\t"
+        "movl %%gs:4(%[off]), %%eax\n\t" /* cpu_id */
+        "cmpl %[cpus], %%eax\n\t"
+        "jae 5f\n\t"
+        "imull %[stride], %%eax, %%eax\n\t"
+        "addl %[slot0], %%eax\n\t"
+        "movl (%%eax), %[obj]\n\t"
+        "testl %[obj], %[obj]\n\t"
+        "jz 2f\n\t"
+        "movl (%[obj]), %[next]\n\t"
+        "movl %[next], (%%eax)\n\t" /* commit */
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        PCM_RSEQ_SIGNATURE
+        "4: movl $1, %[obj]\n\t"
+        "jmp 6f\n\t"
+        "5: xorl %[obj], %[obj]\n\t"
+        "jmp 6f\n\t"
+        ".popsection\n\t"
+        "6:\n\t"
+        : [obj] "=&r"(obj), [next] "=&r"(next)
+        : [slot0] "rm"(slot0), [off] "r"(off), [cpus] "rm"(cpus), [anchor] "r"(pcm_rseq_anchor),
+          [stride] "i"(PCM_RSEQ_STRIDE)
+        : "eax", "memory", "cc");
+    return obj;
+}
+
+/* C: as in arch/x86_64/arch_rseq.h (push), with two changes for i386's
+ * few registers: obj->next is written before the depth check (obj is the
+ * caller's until the commit, so that is harmless), and the four values
+ * the section only reads travel in one block on the stack, one register
+ * for all (gcc otherwise runs out of registers, or loops, allocating
+ * them).  Scratch: eax (cpu, then the slot), ecx (top, then its depth,
+ * then word 1). */
+struct pcm_arch_rseq_push_args {
+    pcm_word_t *slot0; /* 0 */
+    unsigned owner;    /* 4 */
+    pcm_word_t mark;   /* 8 */
+    pcm_word_t limit;  /* 12 */
+};
+
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, limit_, other_cpu, full, aborted)       \
+    do {                                                                                        \
+        const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(owner_), (mark_),  \
+                                                          (pcm_word_t)(limit_)};                \
+        __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                        \
+                     "1:\n\t"                                                                   \
+                     "movl %%gs:4(%[off]), %%eax\n\t"                                           \
+                     "cmpl 4(%[args]), %%eax\n\t"                                               \
+                     "jne %l[" #other_cpu "]\n\t"                                               \
+                     "imull %[stride], %%eax, %%eax\n\t"                                        \
+                     "addl 0(%[args]), %%eax\n\t"                                               \
+                     "movl (%%eax), %%ecx\n\t"                                                  \
+                     "movl %%ecx, (%[object])\n\t" /* obj->next = top: obj is still ours */    \
+                     "testl %%ecx, %%ecx\n\t"                                                   \
+                     "jz 7f\n\t"                                                                \
+                     "movl 4(%%ecx), %%ecx\n\t"                                                 \
+                     "andl $0xfff, %%ecx\n\t" /* depth: PCM_DEPTH_BITS == 12 */                 \
+                     "cmpl 12(%[args]), %%ecx\n\t"                                              \
+                     "jae %l[" #full "]\n\t"                                                    \
+                     "7: incl %%ecx\n\t"                                                        \
+                     "addl 8(%[args]), %%ecx\n\t"                                               \
+                     "movl %%ecx, 4(%[object])\n\t"                                             \
+                     "movl %[object], (%%eax)\n\t" /* commit */                                 \
+                     "2:\n\t"                                                                   \
+                     ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE               \
+                     "4: jmp %l[" #aborted "]\n\t"                                              \
+                     ".popsection\n\t"                                                          \
+                     :                                                                          \
+                     : [args] "r"(&pcm_args_), "m"(pcm_args_), [off] "r"(off_), [object] "r"(obj_), \
+                       [anchor] "r"(pcm_rseq_anchor), [stride] "i"(PCM_RSEQ_STRIDE)             \
+                     : "eax", "ecx", "memory", "cc"                                             \
+                     : other_cpu, full, aborted);                                               \
+    } while (0)
+
+/* C: as in arch/x86_64/arch_rseq.h (take all). */
+static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)
+{
+    void *chain;
+    __asm__ __volatile__(
+        PCM_RSEQ_DESCRIPTOR
+        "1:\n\t"
+        "movl %%gs:4(%[off]), %%eax\n\t"
+        "cmpl %[owner], %%eax\n\t"
+        "jne 5f\n\t"
+        "imull %[stride], %%eax, %%eax\n\t"
+        "addl %[slot0], %%eax\n\t"
+        "movl (%%eax), %[chain]\n\t"
+        "movl $0, (%%eax)\n\t" /* commit */
+        "2:\n\t"
+        ".pushsection __rseq_failure, \"ax\"\n\t"
+        PCM_RSEQ_SIGNATURE
+        "4: movl $1, %[chain]\n\t"
+        "jmp 6f\n\t"
+        "5: xorl %[chain], %[chain]\n\t"
+        "jmp 6f\n\t"
+        ".popsection\n\t"
+        "6:\n\t"
+        : [chain] "=&r"(chain)
+        : [slot0] "rm"(slot0), [off] "r"(off), [owner] "rm"(owner), [anchor] "r"(pcm_rseq_anchor),
+          [stride] "i"(PCM_RSEQ_STRIDE)
+        : "eax", "memory", "cc");
+    return chain;
+}
