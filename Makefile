@@ -32,7 +32,8 @@ endif
 CC := $(CROSS_COMPILE)gcc
 AR := $(CROSS_COMPILE)ar
 OBJDUMP := $(CROSS_COMPILE)objdump
-BUILD := build/$(ARCH)
+# BUILD=... keeps a variant (other EXTRA_CFLAGS) apart from the normal build.
+BUILD ?= build/$(ARCH)
 
 # i586 (K6-class): no cmov, no SSE; -mtune=k6 only schedules.
 ARCH_CFLAGS.x86 := -march=i586 -mtune=k6

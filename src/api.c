@@ -39,6 +39,14 @@ static inline bool is_power_of_two(size_t x)
 #define CAS_PATH inline __attribute__((always_inline))
 #endif
 
+/* A live object never carries the free mark (free_mark.h). */
+static inline __attribute__((always_inline)) void *handed_out(void *obj)
+{
+    if (__builtin_expect(obj != NULL, 1))
+        *pcm_object_word1(obj) = 0;
+    return obj;
+}
+
 static CAS_PATH void *small_alloc_cas(unsigned cls)
 {
     pcm_ensure_init();
@@ -46,29 +54,34 @@ static CAS_PATH void *small_alloc_cas(unsigned cls)
     void *obj = pcm_cache_pop(&h->bins[cls].cache);
     if (__builtin_expect(!obj, 0))
         obj = pcm_heap_alloc_slow(h, cls);
-    return obj;
+    return handed_out(obj);
 }
 
+/* Both paths end in a tail call or a return, so the fast one needs no
+ * stack frame. */
 static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
 {
-    void *obj;
 #ifdef PCM_ARCH_RSEQ
     if (__builtin_expect(pcm_fast_path_is_rseq(), 1)) {
-        obj = pcm_arch_rseq_pop(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_count);
-        if (__builtin_expect((uintptr_t)obj <= (uintptr_t)PCM_RSEQ_ABORTED, 0))
-            obj = pcm_heap_alloc_rseq_slow(cls, obj);
-    } else
+        void *obj;
+        pcm_arch_rseq_pop(obj, pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, empty, aborted);
+        *pcm_object_word1(obj) = 0;
+        return obj;
+    empty:
+        return pcm_heap_alloc_rseq_slow(cls, PCM_RSEQ_EMPTY);
+    aborted:
+        return pcm_heap_alloc_rseq_slow(cls, PCM_RSEQ_ABORTED);
+    }
 #endif
-        obj = small_alloc_cas(cls);
-    if (__builtin_expect(!obj, 0))
-        return NULL;
-    /* A live object never carries the free mark (free_mark.h). */
-    *pcm_object_word1(obj) = 0;
-    return obj;
+    return small_alloc_cas(cls);
 }
 
 void *pcm_malloc(size_t size)
 {
+    /* Tiny sizes first: one comparison to their class. */
+    size_t cls = (size - (size != 0)) >> 4;
+    if (__builtin_expect(size <= 128, 1))
+        return small_alloc((unsigned)cls);
     if (__builtin_expect(size <= PCM_SMALL_MAX, 1))
         return small_alloc(pcm_size_class(size));
     return pcm_large_alloc(size, 0, false);
@@ -127,7 +140,7 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
 {
     struct pcm_heap *h = pcm_heap_current();
     if (__builtin_expect(span->owner == h->index, 1)) {
-        if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, pcm_bin_shapes[cls].limit), 0))
+        if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, h->bins[cls].limit), 0))
             pcm_heap_free_slow(h, cls, p);
     } else {
         pcm_remote_free(&pcm_heaps[span->owner], p);
@@ -139,23 +152,24 @@ static inline __attribute__((always_inline)) void small_free(struct pcm_span *sp
     unsigned cls = span->class_plus1 - 1u;
 #ifdef PCM_ARCH_RSEQ
     /* A span exists only after start-up, so the path is chosen by now. */
-    if (__builtin_expect(pcm_fast_path_is_rseq(), 1)) {
+    if (__builtin_expect(pcm_fast_path_is_rseq_after_start(), 1)) {
         pcm_word_t mark = pcm_free_mark(p);
         if (PCM_FREE_MARK_WIDE)
             ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
-    retry:
-        pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, span->owner, p, mark,
-                           pcm_bin_shapes[cls].limit, other_cpu, full, aborted);
+        pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full,
+                           aborted);
         return;
+        /* Out of line, with nothing but p: the fast path keeps no other
+         * value alive across the section, so it saves no registers. */
     other_cpu: /* or a thread without a CPU number */
-        pcm_remote_free(&pcm_heaps[span->owner], p);
+        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_OTHER_CPU);
         return;
     full:
-        pcm_heap_free_rseq_slow(&pcm_heaps[span->owner], cls, p);
+        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_FULL);
         return;
     aborted:
-        pcm_rseq_count_abort();
-        goto retry;
+        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_ABORTED);
+        return;
     }
 #endif
     small_free_cas(span, cls, p);
@@ -178,13 +192,19 @@ static void free_found(struct object_info info, void *p, const char *call)
 }
 
 /* The free path: the segment map, the checks, one push. */
+/* Out of line, so the small path around it saves no registers. */
+static __attribute__((noinline)) void free_checked_large(pcm_word_t *owner, void *p, const char *call)
+{
+    large_free(checked_large(owner, p, call), p, call);
+}
+
 static inline __attribute__((always_inline)) void free_checked(void *p, const char *call)
 {
     pcm_word_t *owner = pcm_segment_map_find(p);
     if (__builtin_expect(owner && *owner == PCM_KIND_SEGMENT, 1))
         small_free(checked_span(owner, p, call), p);
     else
-        large_free(checked_large(owner, p, call), p, call);
+        free_checked_large(owner, p, call);
 }
 
 void pcm_free(void *p)

@@ -12,8 +12,10 @@
 
 #include <errno.h>
 
+#include "free_mark.h"
 #include "percpu_rseq.h"
 #include "remote.h"
+#include "segment.h"
 
 volatile pcm_word_t pcm_rseq_aborts;
 
@@ -34,8 +36,8 @@ static enum push_result push_on(struct pcm_heap *owner, unsigned cls, void *obj)
     if (PCM_FREE_MARK_WIDE)
         ((pcm_word_t *)obj)[2] = pcm_free_mark_wide(obj);
 retry:
-    pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, owner->index, obj, mark,
-                       pcm_bin_shapes[cls].limit, other_cpu, full, aborted);
+    pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, owner->index, obj, mark, other_cpu, full,
+                       aborted);
     return PUSHED;
 other_cpu:
     return OTHER_CPU;
@@ -46,14 +48,18 @@ aborted:
     goto retry;
 }
 
+/* An object from the cache of whatever CPU the thread runs on, or EMPTY. */
 static void *pop_any(unsigned cls)
 {
-    for (;;) {
-        void *obj = pcm_arch_rseq_pop(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_count);
-        if (obj != PCM_RSEQ_ABORTED)
-            return obj;
-        pcm_rseq_count_abort();
-    }
+    void *obj;
+retry:
+    pcm_arch_rseq_pop(obj, pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, empty, aborted);
+    return obj;
+empty:
+    return PCM_RSEQ_EMPTY;
+aborted:
+    pcm_rseq_count_abort();
+    goto retry;
 }
 
 /* Reverse a chain linked by word 0. */
@@ -120,20 +126,27 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
     void *obj;
     if (seen == PCM_RSEQ_ABORTED) {
         pcm_rseq_count_abort();
-        if ((obj = pop_any(cls)) != PCM_RSEQ_EMPTY)
-            return obj;
-    }
-    int cpu = pcm_rseq_cpu();
-    if (cpu >= 0) {
-        obj = refill(&pcm_heaps[cpu], cls);
+        obj = pop_any(cls);
     } else {
-        struct pcm_heap *locked = pcm_heap_lock_any(&pcm_heaps[pcm_cpu_current() % pcm_heap_count]);
-        pcm_heap_drain_remote_locked(locked);
-        obj = take_one_locked(locked, cls);
-        pcm_heap_unlock(locked);
+        obj = PCM_RSEQ_EMPTY;
     }
-    if (!obj)
-        errno = ENOMEM;
+    if (obj == PCM_RSEQ_EMPTY) {
+        int cpu = pcm_rseq_cpu();
+        if (cpu >= 0) {
+            obj = refill(&pcm_heaps[cpu], cls);
+        } else {
+            struct pcm_heap *locked = pcm_heap_lock_any(&pcm_heaps[pcm_cpu_current() % pcm_heap_count]);
+            pcm_heap_drain_remote_locked(locked);
+            obj = take_one_locked(locked, cls);
+            pcm_heap_unlock(locked);
+        }
+        if (!obj) {
+            errno = ENOMEM;
+            return NULL;
+        }
+    }
+    /* A live object never carries the free mark (free_mark.h). */
+    *pcm_object_word1(obj) = 0;
     return obj;
 }
 
@@ -147,7 +160,8 @@ static void *take_all_on(struct pcm_heap *h, unsigned cls)
     }
 }
 
-void pcm_heap_free_rseq_slow(struct pcm_heap *h, unsigned cls, void *obj)
+/* h's CPU's cache was full when obj (of h's spans) was freed there. */
+static void flush(struct pcm_heap *h, unsigned cls, void *obj)
 {
     if (!pcm_heap_trylock(h)) {
         /* Busy: its holder, or the next, drains this. */
@@ -174,6 +188,24 @@ void pcm_heap_free_rseq_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_heap_drain_remote_locked(h);
     cache_chain_locked(h, cls, keep);
     pcm_heap_unlock(h);
+}
+
+void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
+{
+    struct pcm_span *span = pcm_span_of(pcm_segment_of(obj), obj);
+    struct pcm_heap *h = &pcm_heaps[span->owner];
+    unsigned cls = span->class_plus1 - 1u;
+    if (why == PCM_RSEQ_FREE_ABORTED) {
+        pcm_rseq_count_abort();
+        enum push_result result = push_on(h, cls, obj);
+        if (result == PUSHED)
+            return;
+        why = result == FULL ? PCM_RSEQ_FREE_FULL : PCM_RSEQ_FREE_OTHER_CPU;
+    }
+    if (why == PCM_RSEQ_FREE_FULL)
+        flush(h, cls, obj);
+    else
+        pcm_remote_free(h, obj);
 }
 
 #endif

@@ -21,4 +21,15 @@ void pcm_cpu_init(void)
         pcm_cpu_rseq_offset = __rseq_offset;
         pcm_cpu_rseq_present = true;
     }
+#ifdef PCM_RSEQ_SIMULATION
+    /* For counting the rseq path's instructions under valgrind (bench/
+     * callgrind.py), which has no rseq: glibc's area exists but the kernel
+     * never filled it, so say CPU 0.  Nothing restarts the sections, so a
+     * build with this is correct single-threaded only: never a release. */
+    else if (&__rseq_offset && &__rseq_size && __rseq_size == 0) {
+        pcm_cpu_rseq_offset = __rseq_offset;
+        ((volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset))->cpu_id = 0;
+        pcm_cpu_rseq_present = true;
+    }
+#endif
 }

@@ -29,6 +29,12 @@ static inline bool pcm_fast_path_is_rseq(void)
     return pcm_load_acquire(&pcm_fast_path) == PCM_FAST_PATH_RSEQ;
 }
 
+/* The same where start-up is known to be complete (an object exists). */
+static inline bool pcm_fast_path_is_rseq_after_start(void)
+{
+    return pcm_load_relaxed(&pcm_fast_path) == PCM_FAST_PATH_RSEQ;
+}
+
 /* A short name for statistics and PCMALLOC_VERBOSE: "rseq" or "cas". */
 static inline const char *pcm_fast_path_name(void)
 {

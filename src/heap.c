@@ -43,8 +43,11 @@ bool pcm_heaps_init(unsigned count)
         pcm_bin_shapes[c].limit = limit;
         pcm_bin_shapes[c].batch = limit / 2 > BATCH_MAX ? BATCH_MAX : limit / 2;
     }
-    for (unsigned i = 0; i < count; i++)
+    for (unsigned i = 0; i < count; i++) {
         heaps[i].index = i;
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+            heaps[i].bins[c].limit = pcm_bin_shapes[c].limit;
+    }
     pcm_heap_count = count;
     pcm_heaps = heaps;
     return true;

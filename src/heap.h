@@ -25,6 +25,9 @@
 struct pcm_bin {
     volatile pcm_pair_t cache;
     struct pcm_span *partial; /* spans that can give objects (lock) */
+    /* pcm_bin_shapes[class].limit, copied here at start-up so that a push
+     * finds it on the cache line it writes anyway. */
+    uint32_t limit;
 };
 
 /* The same for every heap, written once at start-up: a table apart from
@@ -83,11 +86,16 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj) __attribute
 /* rseq path (cache_rseq_slow.c).  The pop answered `seen` (EMPTY or
  * ABORTED, percpu_rseq.h): retry, refill this CPU's cache, or - for a
  * thread the kernel gives no CPU number - take one object under a lock.
- * NULL with errno == ENOMEM when memory is exhausted. */
+ * The object comes ready to hand out (word 1 cleared); NULL with errno ==
+ * ENOMEM when memory is exhausted. */
 void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen) __attribute__((noinline, cold));
-/* rseq path.  The cache of owner's CPU was full when obj (of owner's
- * spans) was freed there. */
-void pcm_heap_free_rseq_slow(struct pcm_heap *owner, unsigned cls, void *obj) __attribute__((noinline, cold));
+/* rseq path.  The push of obj (a valid small object) did not happen: */
+enum pcm_rseq_free_reason {
+    PCM_RSEQ_FREE_OTHER_CPU, /* not on the owner heap's CPU (or no CPU number) */
+    PCM_RSEQ_FREE_FULL,      /* that CPU's cache was full */
+    PCM_RSEQ_FREE_ABORTED,   /* the section was restarted */
+};
+void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why) __attribute__((noinline, cold));
 
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
 

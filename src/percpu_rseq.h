@@ -15,10 +15,12 @@
  * chosen once, before the first object is cached (fast_path.h).
  *
  * Each arch's arch_rseq.h (x86, x86_64, arm64) supplies, in assembly:
- *   pcm_arch_rseq_pop(slot0, off, cpus) -> object, PCM_RSEQ_EMPTY (cache
- *       empty, or the thread has no usable CPU number) or PCM_RSEQ_ABORTED;
- *   pcm_arch_rseq_push(slot0, off, owner, obj, mark, limit, other_cpu,
- *       full, aborted) - a statement that pushes obj or jumps to a label;
+ *   pcm_arch_rseq_pop(obj, slot0, off, &cpus, empty, aborted) - a
+ *       statement that pops into obj or jumps to a label (empty: the cache
+ *       is, or the thread has no CPU number below cpus);
+ *   pcm_arch_rseq_push(slot0, off, owner, obj, mark, other_cpu, full,
+ *       aborted) - a statement that pushes obj or jumps to a label (full:
+ *       the bin's limit, PCM_RSEQ_LIMIT_OFFSET above the slot, reached);
  *   pcm_arch_rseq_take_all(slot0, off, owner) -> chain, EMPTY, ABORTED;
  * where slot0 is CPU 0's slot of the class, slot n lies n * PCM_RSEQ_STRIDE
  * bytes above it, and off is the rseq area's offset from the thread
@@ -38,6 +40,10 @@
 #define PCM_RSEQ_ABORTED ((void *)1)
 
 #define PCM_RSEQ_STRIDE (sizeof(struct pcm_heap))
+/* From a slot to its bin's limit (a push's bound). */
+#define PCM_RSEQ_LIMIT_OFFSET (offsetof(struct pcm_bin, limit))
+_Static_assert(offsetof(struct pcm_bin, cache) == 0 && offsetof(pcm_pair_t, half.ptr) == 0,
+               "a slot is the first word of its bin");
 
 #if defined(__linux__) && __has_include("arch_rseq.h")
 #define PCM_PERCPU_RSEQ_INSIDE

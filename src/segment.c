@@ -68,7 +68,7 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         s->free_pages -= pages;
         struct pcm_span *span = &s->span[first];
         for (size_t i = 1; i < pages; i++) {
-            span[i].first_offset = (uint32_t)i;
+            span[i].first_offset = (uint32_t)(i * sizeof *span);
             span[i].class_plus1 = (uint16_t)(cls + 1);
         }
         span->first_offset = 0;

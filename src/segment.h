@@ -44,23 +44,28 @@ enum pcm_owner_kind {
     PCM_KIND_LARGE = 0x1A76u,   /* a large object's own mapping */
 };
 
+/* Ordered without holes: 64 bytes on 64-bit builds, so free's page ->
+ * descriptor step is a shift. */
 struct pcm_span {
     /* [published] */
-    uint32_t first_offset; /* this descriptor - the span's first one */
+    uint32_t first_offset; /* bytes from the span's first descriptor to this one */
     uint16_t class_plus1;  /* 0: page not in a span (free, or the header) */
     uint16_t owner;        /* heap index */
     uint32_t object_size;
     uint32_t size_reciprocal; /* ceil(2^32 / object_size): see pcm_span_index */
     uint32_t capacity;
-    uintptr_t start;       /* address of object 0 */
     /* owner's lock */
     uint32_t used;
+    /* [published] */
+    uintptr_t start;       /* address of object 0 */
+    /* owner's lock */
     uint32_t carved;       /* also read without the lock by free's check */
     uint16_t pages;
     uint16_t listed;
     void *free;
     struct pcm_span *prev, *next; /* the bin's partial list */
 };
+_Static_assert(sizeof(void *) != 8 || sizeof(struct pcm_span) == 64, "a span descriptor is 64 bytes");
 
 #define PCM_WORD_BITS (sizeof(pcm_word_t) * 8)
 
@@ -84,7 +89,7 @@ static inline struct pcm_segment *pcm_segment_of(const void *p)
 static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
 {
     struct pcm_span *page = &s->span[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT];
-    return page - page->first_offset;
+    return (struct pcm_span *)((char *)page - page->first_offset);
 }
 
 /*

@@ -44,42 +44,32 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
     return (volatile struct rseq *)((char *)__builtin_thread_pointer() + off);
 }
 
-/* C: as in arch/x86_64/arch_rseq.h (pop). */
-static inline __attribute__((always_inline)) void *
-pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
-{
-    void *obj;
-    pcm_word_t slot, next;
-    __asm__ __volatile__(
-        PCM_RSEQ_DESCRIPTOR("%[slot]")
-        "1:\n\t"
-        "ldr %w[slot], [%[area], #4]\n\t" /* cpu_id, zero-extended */
-        "cmp %w[slot], %w[cpus]\n\t"
-        "b.hs 5f\n\t"
-        "madd %[slot], %[slot], %[stride], %[slot0]\n\t"
-        "ldr %[obj], [%[slot]]\n\t"
-        "cbz %[obj], 2f\n\t"
-        "ldr %[next], [%[obj]]\n\t"
-        "str %[next], [%[slot]]\n\t" /* commit */
-        "2:\n\t"
-        ".pushsection __rseq_failure, \"ax\"\n\t"
-        PCM_RSEQ_SIGNATURE
-        "4: mov %[obj], #1\n\t"
-        "b 6f\n\t"
-        "5: mov %[obj], #0\n\t"
-        "b 6f\n\t"
-        ".popsection\n\t"
-        "6:\n\t"
-        : [obj] "=&r"(obj), [slot] "=&r"(slot), [next] "=&r"(next)
-        : [slot0] "r"(slot0), [area] "r"(pcm_arch_rseq_area(off)), [cpus] "r"(cpus),
-          [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)
-        : "memory", "cc");
-    return obj;
-}
+/* C: as in arch/x86_64/arch_rseq.h (pop).  Scratch: x9 (cpu, then the
+ * slot), x10 (the next object). */
+#define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
+    __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
+                 "1:\n\t"                                                                       \
+                 "ldr w9, [%[area], #4]\n\t" /* cpu_id, zero-extended */                        \
+                 "cmp w9, %w[cpus]\n\t"                                                         \
+                 "b.hs %l[" #empty "]\n\t"                                                      \
+                 "madd x9, x9, %[stride], %[slot]\n\t"                                          \
+                 "ldr %[obj], [x9]\n\t"                                                         \
+                 "cbz %[obj], %l[" #empty "]\n\t"                                               \
+                 "ldr x10, [%[obj]]\n\t"                                                        \
+                 "str x10, [x9]\n\t" /* commit */                                               \
+                 "2:\n\t"                                                                       \
+                 ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
+                 "4: b %l[" #aborted "]\n\t"                                                    \
+                 ".popsection\n\t"                                                              \
+                 : [obj] "=&r"(obj_)                                                            \
+                 : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)), [cpus] "r"(*(cpus_)), \
+                   [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)                                    \
+                 : "x9", "x10", "memory", "cc"                                                  \
+                 : empty, aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then the
- * slot), x10 (top), x11 (depth, then word 1). */
-#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, limit_, other_cpu, full, aborted)       \
+ * slot), x10 (top), x11 (depth, then word 1), x12 (the limit). */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
                  "1:\n\t"                                                                       \
                  "ldr w9, [%[area], #4]\n\t"                                                    \
@@ -89,8 +79,9 @@ pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
                  "ldr x10, [x9]\n\t"                                                            \
                  "mov x11, #0\n\t"                                                              \
                  "cbz x10, 7f\n\t"                                                              \
+                 "ldr w12, [x9, %[limit]]\n\t"                                                  \
                  "ldrh w11, [x10, #8]\n\t" /* depth: PCM_DEPTH_BITS == 16 */                    \
-                 "cmp x11, %[limit]\n\t"                                                        \
+                 "cmp w11, w12\n\t"                                                             \
                  "b.hs %l[" #full "]\n\t"                                                       \
                  "7: str x10, [%[object]]\n\t"                                                  \
                  "add x11, x11, %[mark]\n\t"                                                    \
@@ -104,8 +95,8 @@ pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
                  :                                                                              \
                  : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
                    [owner] "r"((unsigned)(owner_)), [object] "r"(obj_), [mark] "r"(mark_),      \
-                   [limit] "r"((pcm_word_t)(limit_)), [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE) \
-                 : "x9", "x10", "x11", "memory", "cc"                                           \
+                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)  \
+                 : "x9", "x10", "x11", "x12", "memory", "cc"                                    \
                  : other_cpu, full, aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (take all). */

@@ -42,9 +42,11 @@ static char pcm_rseq_anchor[0] __attribute__((section("__rseq_cs"), aligned(32),
 
 #define PCM_RSEQ_SIGNATURE ".byte 0x0f, 0xb9, 0x3d\n\t.long 0x53053053\n\t"
 
-/* C: as in arch/x86_64/arch_rseq.h (pop). */
+/* C: as in arch/x86_64/arch_rseq.h (pop), answering the object, 0 (go to
+ * `empty`) or 1 (go to `aborted`): gcc loops allocating i386 registers
+ * for an asm goto with an output here, so the branching is in C. */
 static inline __attribute__((always_inline)) void *
-pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
+pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
 {
     void *obj;
     pcm_word_t next;
@@ -71,15 +73,26 @@ pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
         ".popsection\n\t"
         "6:\n\t"
         : [obj] "=&r"(obj), [next] "=&r"(next)
-        : [slot0] "rm"(slot0), [off] "r"(off), [cpus] "rm"(cpus), [anchor] "r"(pcm_rseq_anchor),
+        : [slot0] "rm"(slot0), [off] "r"(off), [cpus] "m"(*cpus), [anchor] "r"(pcm_rseq_anchor),
           [stride] "i"(PCM_RSEQ_STRIDE)
         : "eax", "memory", "cc");
     return obj;
 }
 
+#define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
+    do {                                                                                        \
+        void *pcm_popped_ = pcm_arch_rseq_pop_value((slot0_), (off_), (cpus_));                 \
+        if (__builtin_expect((uintptr_t)pcm_popped_ <= 1, 0)) {                                 \
+            if (pcm_popped_)                                                                    \
+                goto aborted;                                                                   \
+            goto empty;                                                                         \
+        }                                                                                       \
+        (obj_) = pcm_popped_;                                                                   \
+    } while (0)
+
 /* C: as in arch/x86_64/arch_rseq.h (push), with two changes for i386's
  * few registers: obj->next is written before the depth check (obj is the
- * caller's until the commit, so that is harmless), and the four values
+ * caller's until the commit, so that is harmless), and the three values
  * the section only reads travel in one block on the stack, one register
  * for all (gcc otherwise runs out of registers, or loops, allocating
  * them).  Scratch: eax (cpu, then the slot), ecx (top, then its depth,
@@ -88,13 +101,11 @@ struct pcm_arch_rseq_push_args {
     pcm_word_t *slot0; /* 0 */
     unsigned owner;    /* 4 */
     pcm_word_t mark;   /* 8 */
-    pcm_word_t limit;  /* 12 */
 };
 
-#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, limit_, other_cpu, full, aborted)       \
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
     do {                                                                                        \
-        const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(owner_), (mark_),  \
-                                                          (pcm_word_t)(limit_)};                \
+        const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(owner_), (mark_)}; \
         __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                        \
                      "1:\n\t"                                                                   \
                      "movl %%gs:4(%[off]), %%eax\n\t"                                           \
@@ -108,7 +119,7 @@ struct pcm_arch_rseq_push_args {
                      "jz 7f\n\t"                                                                \
                      "movl 4(%%ecx), %%ecx\n\t"                                                 \
                      "andl $0xfff, %%ecx\n\t" /* depth: PCM_DEPTH_BITS == 12 */                 \
-                     "cmpl 12(%[args]), %%ecx\n\t"                                              \
+                     "cmpl %c[limit](%%eax), %%ecx\n\t"                                         \
                      "jae %l[" #full "]\n\t"                                                    \
                      "7: incl %%ecx\n\t"                                                        \
                      "addl 8(%[args]), %%ecx\n\t"                                               \
@@ -120,7 +131,8 @@ struct pcm_arch_rseq_push_args {
                      ".popsection\n\t"                                                          \
                      :                                                                          \
                      : [args] "r"(&pcm_args_), "m"(pcm_args_), [off] "r"(off_), [object] "r"(obj_), \
-                       [anchor] "r"(pcm_rseq_anchor), [stride] "i"(PCM_RSEQ_STRIDE)             \
+                       [anchor] "r"(pcm_rseq_anchor), [stride] "i"(PCM_RSEQ_STRIDE),            \
+                       [limit] "i"(PCM_RSEQ_LIMIT_OFFSET)                                       \
                      : "eax", "ecx", "memory", "cc"                                             \
                      : other_cpu, full, aborted);                                               \
     } while (0)

@@ -53,56 +53,47 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
 
 /*
  * C:  cpu = area->cpu_id;
- *     if (cpu >= cpus) return EMPTY;          (also: no rseq, cpu_id < 0)
- *     top = slot0[cpu * stride];
- *     if (top) slot0[cpu * stride] = top->next;      <- commit
- *     return top;                  (abort: return PCM_RSEQ_ABORTED)
+ *     if (cpu >= *cpus) goto empty;            (also: no rseq, cpu_id < 0)
+ *     obj = slot0[cpu * stride];
+ *     if (!obj) goto empty;
+ *     slot0[cpu * stride] = obj->next;                  <- commit
+ *     (abort: goto aborted)
  */
-static inline __attribute__((always_inline)) void *
-pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
-{
-    void *obj;
-    pcm_word_t next;
-    __asm__ __volatile__(
-        PCM_RSEQ_DESCRIPTOR
-        "1:\n\t"
-        "movl %%fs:4(%[off]), %%eax\n\t" /* cpu_id */
-        "cmpl %k[cpus], %%eax\n\t"
-        "jae 5f\n\t"
-        "imulq %[stride], %%rax, %%rax\n\t"
-        "addq %[slot0], %%rax\n\t"
-        "movq (%%rax), %[obj]\n\t"
-        "testq %[obj], %[obj]\n\t"
-        "jz 2f\n\t"
-        "movq (%[obj]), %[next]\n\t"
-        "movq %[next], (%%rax)\n\t" /* commit */
-        "2:\n\t"
-        ".pushsection __rseq_failure, \"ax\"\n\t"
-        PCM_RSEQ_SIGNATURE
-        "4: movl $1, %k[obj]\n\t"
-        "jmp 6f\n\t"
-        "5: xorl %k[obj], %k[obj]\n\t"
-        "jmp 6f\n\t"
-        ".popsection\n\t"
-        "6:\n\t"
-        : [obj] "=&r"(obj), [next] "=&r"(next)
-        : [slot0] "r"(slot0), [off] "r"(off), [cpus] "r"(cpus), [stride] "i"(PCM_RSEQ_STRIDE)
-        : "rax", "memory", "cc");
-    return obj;
-}
+#define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
+    __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
+                 "1:\n\t"                                                                       \
+                 "movl %%fs:4(%[off]), %%eax\n\t" /* cpu_id */                                  \
+                 "cmpl %[cpus], %%eax\n\t"                                                      \
+                 "jae %l[" #empty "]\n\t"                                                       \
+                 "imulq %[stride], %%rax, %%rax\n\t"                                            \
+                 "addq %[slot], %%rax\n\t"                                                      \
+                 "movq (%%rax), %[obj]\n\t"                                                     \
+                 "testq %[obj], %[obj]\n\t"                                                     \
+                 "jz %l[" #empty "]\n\t"                                                        \
+                 "movq (%[obj]), %%rcx\n\t"                                                     \
+                 "movq %%rcx, (%%rax)\n\t" /* commit */                                         \
+                 "2:\n\t"                                                                       \
+                 ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
+                 "4: jmp %l[" #aborted "]\n\t"                                                  \
+                 ".popsection\n\t"                                                              \
+                 : [obj] "=&r"(obj_)                                                            \
+                 : [slot] "r"(slot0_), [off] "r"(off_), [cpus] "m"(*(cpus_)),                   \
+                   [stride] "i"(PCM_RSEQ_STRIDE)                                                \
+                 : "rax", "rcx", "memory", "cc"                                                 \
+                 : empty, aborted)
 
 /*
  * C:  cpu = area->cpu_id;
  *     if (cpu != owner) goto other_cpu;       (also: no rseq, cpu_id < 0)
  *     top = slot0[cpu * stride];
  *     depth = top ? top->word1 & PCM_DEPTH_MASK : 0;
- *     if (depth >= limit) goto full;
+ *     if (depth >= the slot's bin's limit) goto full;
  *     obj->next = top;  obj->word1 = mark + depth + 1;   (obj is ours)
  *     slot0[cpu * stride] = obj;                         <- commit
  *     (abort: goto aborted)
  * mark is pcm_free_mark(obj): its low PCM_DEPTH_BITS are 0, so + is |.
  */
-#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, limit_, other_cpu, full, aborted)       \
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
                  "movl %%fs:4(%[off]), %%eax\n\t"                                               \
@@ -115,7 +106,7 @@ pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
                  "testq %%rcx, %%rcx\n\t"                                                       \
                  "jz 7f\n\t"                                                                    \
                  "movzwl 8(%%rcx), %%edx\n\t" /* depth: PCM_DEPTH_BITS == 16 */                 \
-                 "cmpq %[limit], %%rdx\n\t"                                                     \
+                 "cmpl %c[limit](%%rax), %%edx\n\t"                                             \
                  "jae %l[" #full "]\n\t"                                                        \
                  "7: movq %%rcx, (%[object])\n\t"                                               \
                  "leaq 1(%%rdx, %[mark]), %%rdx\n\t"                                            \
@@ -127,7 +118,7 @@ pcm_arch_rseq_pop(pcm_word_t *slot0, ptrdiff_t off, unsigned cpus)
                  ".popsection\n\t"                                                              \
                  :                                                                              \
                  : [slot] "r"(slot0_), [off] "r"(off_), [owner] "r"((unsigned)(owner_)), [object] "r"(obj_),  \
-                   [mark] "r"(mark_), [limit] "r"((pcm_word_t)(limit_)),                      \
+                   [mark] "r"(mark_), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                      \
                    [stride] "i"(PCM_RSEQ_STRIDE)                                              \
                  : "rax", "rcx", "rdx", "memory", "cc"                                          \
                  : other_cpu, full, aborted)

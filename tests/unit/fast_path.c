@@ -32,6 +32,13 @@
 
 extern const unsigned int __rseq_size __attribute__((weak));
 
+/* Start-up chooses the path: make sure it ran (tests run in any order). */
+static void started(void)
+{
+    pcm_free(pcm_malloc(1));
+}
+
+#ifdef PCM_ARCH_RSEQ
 static bool pin(int cpu)
 {
     cpu_set_t set;
@@ -52,16 +59,11 @@ static void allowed_cpus(int out[2])
             out[n++] = cpu;
 }
 
-/* Start-up chooses the path: make sure it ran (tests run in any order). */
-static void started(void)
-{
-    pcm_free(pcm_malloc(1));
-}
-
 static void restore_affinity(const cpu_set_t *set)
 {
     sched_setaffinity(0, sizeof *set, set);
 }
+#endif
 
 PCM_TEST(fast_path_is_the_expected_one)
 {
