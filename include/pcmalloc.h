@@ -17,8 +17,13 @@ extern "C" {
 
 #define PCM_API __attribute__((visibility("default")))
 
-#define PCMALLOC_VERSION_MAJOR 0
-#define PCMALLOC_VERSION_MINOR 1
+/* The major version is the shared library's soname (libpcmalloc.so.1):
+ * it changes only when a program built against the old one could break.
+ * The Makefile, pkg-config file, wrapper and man page take the version
+ * from these lines. */
+#define PCMALLOC_VERSION_MAJOR 1
+#define PCMALLOC_VERSION_MINOR 0
+#define PCMALLOC_VERSION "1.0"
 
 PCM_API void *pcm_malloc(size_t size);
 PCM_API void pcm_free(void *p);
