@@ -8,6 +8,7 @@
  */
 #include "options.h"
 
+#include "format.h"
 #include "message.h"
 #include "os.h"
 
@@ -161,4 +162,31 @@ void pcm_options_load(struct pcm_options *out)
         }
         pcm_option_store(out, spec, value);
     }
+}
+
+size_t pcm_options_format(const struct pcm_options *options, char *buf, size_t cap)
+{
+    size_t len = 0;
+    size_t count = sizeof pcm_option_table / sizeof pcm_option_table[0];
+    for (size_t i = 0; i < count; i++) {
+        const struct pcm_option_spec *spec = &pcm_option_table[i];
+        const void *field = (const char *)options + spec->offset;
+        const char *separator = i ? " " : "";
+        switch (spec->kind) {
+        case PCM_OPTION_BOOL:
+            len += pcm_format(buf + len, cap - len, "%s%s=%d", separator, spec->name, *(const bool *)field);
+            break;
+        case PCM_OPTION_UNSIGNED:
+            len += pcm_format(buf + len, cap - len, "%s%s=%u", separator, spec->name, *(const unsigned *)field);
+            break;
+        case PCM_OPTION_STATS:
+            if (*(const enum pcm_stats_mode *)field == PCM_STATS_JSON)
+                len += pcm_format(buf + len, cap - len, "%s%s=json", separator, spec->name);
+            else
+                len += pcm_format(buf + len, cap - len, "%s%s=%d", separator, spec->name,
+                                  (int)*(const enum pcm_stats_mode *)field);
+            break;
+        }
+    }
+    return len;
 }
