@@ -1,7 +1,8 @@
-# mk/install.mk - what a user installs: `make install` / `make uninstall`
+# mk/drop_in.mk - what a user installs: `make install` / `make uninstall`
 # (PREFIX=/usr/local, DESTDIR= for staging), the `pcmalloc` wrapper command
 # (also built into build/<ARCH>/ beside the library), the pkg-config file
-# and the pcmalloc(7) man page.
+# and the pcmalloc(7) man page; and their tests, `make test-drop-in` (part
+# of test-all): tests/drop_in/, on the host build.
 #
 # Installed:
 #   $(LIBDIR)/libpcmalloc.so.1.0          the shared library (soname libpcmalloc.so.1)
@@ -30,7 +31,7 @@ SUBSTITUTE = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SONAME@|$(SONAME)|g' \
                  -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
                  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g'
 
-.PHONY: install uninstall
+.PHONY: install uninstall test-drop-in
 
 lib: $(BUILD)/pcmalloc $(BUILD)/pcmalloc.pc $(BUILD)/pcmalloc.7
 
@@ -75,3 +76,11 @@ uninstall:
 	    $(DESTDIR)$(PKGCONFIGDIR)/pcmalloc.pc $(DESTDIR)$(INCLUDEDIR)/pcmalloc.h \
 	    $(DESTDIR)$(BINDIR)/pcmalloc $(DESTDIR)$(MANDIR)/man7/pcmalloc.7
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
+
+# The wrapper, options, statistics and install as a user meets them
+# (about 10 s).  RESULTS/drop-in.txt for qemu/summarize.sh.
+TEST_ALL_EXTRA += test-drop-in
+test-drop-in:
+	@$(MAKE) --no-print-directory lib ARCH=$(HOST_ARCH)
+	@scripts/deps.sh pkgconf groff-base dash python3 >/dev/null
+	@tests/drop_in/run.sh build/$(HOST_ARCH) $(RESULTS)
