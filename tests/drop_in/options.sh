@@ -66,7 +66,8 @@ fi
 # PCMALLOC_STATS=1: the table at exit, rows of the right width
 if run_sorted stats_table PCMALLOC_STATS=1; then
     check stats_table_served served_by_pcmalloc "$work/err"
-    check stats_table_heading grep -q "^pcmalloc: statistics of pcmalloc $VERSION: .* build (.*), fast path [a-z]*, [0-9]* per-CPU heaps$" "$work/err"
+    check stats_table_heading grep -q "^pcmalloc: statistics of pcmalloc $VERSION: .* build (.* atomics), [0-9]* per-CPU heaps, CPU number from .*$" "$work/err"
+    check stats_table_fast_path grep -Eq "^pcmalloc: fast path (rseq|cas) \(.+\), [0-9]+ restarted sections$" "$work/err"
     check stats_table_class_rows awk '
         /class bytes/ { inside = 1; next }
         inside && $2 == "all" { inside = 0; all = 1 }
