@@ -130,6 +130,10 @@ else
     fail report_program "cc could not build it"
 fi
 
+# the README shows the verbose report as it is printed
+PCMALLOC_VERBOSE=1 "$WRAPPER" true 2>"$work/err"
+check readme_verbose_options_line contains README.md "$(grep '^pcmalloc: options: ' "$work/err")"
+
 # the documentation lists every variable with its default
 grep -o 'PCM_OPTION_[A-Z]*( *"PCMALLOC_[A-Z_]*", *[a-z_]*, *[A-Z_0-9]*' src/options.c |
     sed 's/.*"\(PCMALLOC_[A-Z_]*\)", *[a-z_]*, *\([A-Z_0-9]*\)/\1 \2/; s/PCM_STATS_OFF/0/' >"$work/options"
