@@ -6,6 +6,7 @@
 # library, both run and checked to be served by pcmalloc; the installed
 # wrapper; the man page (renders without warnings); PREFIX baked into
 # the .pc file and the wrapper; and `make uninstall` leaving nothing.
+# shellcheck source=tests/drop_in/lib.sh
 . "$(dirname "$0")/lib.sh"
 arch=$(basename "$BUILD")
 major=${VERSION%%.*}

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # (sourced: the tests use what it sets)
 # tests/drop_in/lib.sh - shared by the drop-in tests (what a new user does:
 # the wrapper, the options, the statistics, the install).  Each test sources
 # it, makes checks with check/expect_* and ends with `finish`, which prints

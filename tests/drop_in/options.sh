@@ -7,6 +7,7 @@
 # json at exit, malloc_stats() and malloc_info() on demand in a program of
 # ours; and the option tables of the README and pcmalloc(7) list every
 # variable of src/options.c with its default.
+# shellcheck source=tests/drop_in/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 seq 5000 -1 1 | sed 's/$/ some text/' >"$work/input"

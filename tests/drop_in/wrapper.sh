@@ -6,6 +6,7 @@
 # --verbose, the errors (unknown option, no program, no library, no such
 # program), finding the library through ../lib, and all of it under dash
 # (the wrapper is POSIX sh).
+# shellcheck source=tests/drop_in/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 seq 1 3000 | sed 's/$/ line/' | sort -R --random-source=/dev/zero >"$work/input" 2>/dev/null ||
