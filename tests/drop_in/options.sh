@@ -50,6 +50,12 @@ one_warning rseq_empty PCMALLOC_RSEQ ""
 one_warning purge_delay_hex PCMALLOC_PURGE_DELAY 0x10
 one_warning hardened_newline PCMALLOC_HARDENED "$(printf '1\n2')"
 
+# a PCMALLOC_* variable that is no option: a typo, said once
+if run_sorted typo PCMALLOC_STAT=1; then
+    check typo_one_line test "$(cat "$work/err")" = \
+        "pcmalloc: PCMALLOC_STAT is not a pcmalloc variable; ignored (the variables: man pcmalloc)"
+fi
+
 # nothing printed unasked
 run_sorted quiet_by_default && check quiet_by_default test ! -s "$work/err"
 
