@@ -8,6 +8,11 @@
 #   make bench                 the benchmarks against the peers (build/bench/results.md)
 #   make bench-quick           the same at tiny sizes (part of test-all)
 #   make deps                  install (apt-get) what building and testing need
+#   make install [PREFIX=/usr/local DESTDIR=]   the library, header, pkg-config
+#                              file, pcmalloc command and man page (mk/drop_in.mk)
+#   make uninstall             the same files, removed
+#   make test-drop-in          the command, options, statistics and install as a
+#                              user meets them (part of test-all)
 
 HOST_MACHINE := $(shell uname -m)
 HOST_ARCH := $(patsubst i%86,x86,$(patsubst aarch64,arm64,$(HOST_MACHINE)))
