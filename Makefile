@@ -8,6 +8,11 @@
 #   make bench                 the benchmarks against the peers (build/bench/results.md)
 #   make bench-quick           the same at tiny sizes (part of test-all)
 #   make deps                  install (apt-get) what building and testing need
+#   make install [PREFIX=/usr/local DESTDIR=]   the library, header, pkg-config
+#                              file, pcmalloc command and man page (mk/drop_in.mk)
+#   make uninstall             the same files, removed
+#   make test-drop-in          the command, options, statistics and install as a
+#                              user meets them (part of test-all)
 
 HOST_MACHINE := $(shell uname -m)
 HOST_ARCH := $(patsubst i%86,x86,$(patsubst aarch64,arm64,$(HOST_MACHINE)))
@@ -27,6 +32,16 @@ else ifeq ($(ARCH),generic)
 CROSS_COMPILE ?=
 else
 CROSS_COMPILE ?= $(CROSS_COMPILE.$(ARCH))
+endif
+
+# The version, from the public header: the soname carries the major number
+# (libpcmalloc.so.1), the installed file the whole one (libpcmalloc.so.1.0).
+VERSION_MAJOR := $(shell sed -n 's/^\#define PCMALLOC_VERSION_MAJOR \([0-9]*\)$$/\1/p' include/pcmalloc.h)
+VERSION_MINOR := $(shell sed -n 's/^\#define PCMALLOC_VERSION_MINOR \([0-9]*\)$$/\1/p' include/pcmalloc.h)
+VERSION := $(VERSION_MAJOR).$(VERSION_MINOR)
+SONAME := libpcmalloc.so.$(VERSION_MAJOR)
+ifeq ($(VERSION_MAJOR)$(VERSION_MINOR),)
+$(error no PCMALLOC_VERSION_MAJOR/MINOR found in include/pcmalloc.h)
 endif
 
 CC := $(CROSS_COMPILE)gcc
@@ -90,7 +105,7 @@ say = $(if $(filter 1,$(V)),,@echo "  $(1) $(2)")
 .PHONY: all lib tests test test-all deps clean run bench bench-quick
 all: lib tests
 
-lib: $(BUILD)/libpcmalloc.so $(BUILD)/libpcmalloc.so.1 $(BUILD)/libpcmalloc.a
+lib: $(BUILD)/libpcmalloc.so $(BUILD)/$(SONAME) $(BUILD)/libpcmalloc.a
 
 tests: $(TESTS) $(if $(filter x86,$(ARCH)),$(BUILD)/k6/arch_freestanding $(BUILD)/k6/cmov_canary)
 
@@ -113,10 +128,10 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) | $(NEED_DEPS)
 $(BUILD)/libpcmalloc.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$@)
-	$(Q)$(CC) -shared -Wl,-soname,libpcmalloc.so.1 -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
 
 # The soname: what programs linked with -lpcmalloc load.
-$(BUILD)/libpcmalloc.so.1: $(BUILD)/libpcmalloc.so
+$(BUILD)/$(SONAME): $(BUILD)/libpcmalloc.so
 	$(Q)ln -sf libpcmalloc.so $@
 
 $(BUILD)/libpcmalloc.a: $(LIB_OBJ)
@@ -148,7 +163,7 @@ $(BUILD)/tests/abi_static_link: $(BUILD)/obj/tests/abi/link.o $(HARNESS_OBJ) $(B
 	$(Q)$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/libpcmalloc.a $(LIBS)
 
 # The harness formats with src/format.c, hidden inside the shared library.
-$(BUILD)/tests/abi_shared_link: $(BUILD)/obj/tests/abi/link.o $(HARNESS_OBJ) $(BUILD)/obj/src/format.o $(BUILD)/libpcmalloc.so.1
+$(BUILD)/tests/abi_shared_link: $(BUILD)/obj/tests/abi/link.o $(HARNESS_OBJ) $(BUILD)/obj/src/format.o $(BUILD)/$(SONAME)
 	$(call say,CC,$@)
 	$(Q)$(CC) -o $@ $< $(HARNESS_OBJ) $(BUILD)/obj/src/format.o -L$(BUILD) -l:libpcmalloc.so \
 	    -Wl,-rpath,'$$ORIGIN/..' $(LIBS)

@@ -10,6 +10,7 @@
 #define PCMALLOC_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,8 +18,13 @@ extern "C" {
 
 #define PCM_API __attribute__((visibility("default")))
 
-#define PCMALLOC_VERSION_MAJOR 0
-#define PCMALLOC_VERSION_MINOR 1
+/* The major version is the shared library's soname (libpcmalloc.so.1):
+ * it changes only when a program built against the old one could break.
+ * The Makefile, pkg-config file, wrapper and man page take the version
+ * from these lines. */
+#define PCMALLOC_VERSION_MAJOR 1
+#define PCMALLOC_VERSION_MINOR 0
+#define PCMALLOC_VERSION "1.0"
 
 PCM_API void *pcm_malloc(size_t size);
 PCM_API void pcm_free(void *p);
@@ -42,8 +48,18 @@ PCM_API void pcm_free_sized(void *p, size_t size);
 PCM_API void pcm_free_aligned_sized(void *p, size_t alignment, size_t size);
 /* Give free memory back to the OS now; 1 if any was released. */
 PCM_API int pcm_malloc_trim(size_t pad);
-/* The statistics report (as PCMALLOC_STATS=1 prints at exit), on stderr. */
+/* The statistics table (as PCMALLOC_STATS=1 prints at exit), on stderr.
+ * pcmalloc(7) says what each number means. */
 PCM_API void pcm_malloc_stats(void);
+/* The same statistics as one JSON object, written into buf[0 .. size-1]
+ * and always NUL-terminated when size > 0 (cut if it does not fit).
+ * Returns the length of the whole document without the NUL, like
+ * snprintf: a result >= size means buf was too small (buf may be NULL
+ * when size is 0).  Keys: pcmalloc(7). */
+PCM_API size_t pcm_stats_json(char *buf, size_t size);
+/* glibc's malloc_info(3): XML on stream; options must be 0 (else -1 and
+ * EINVAL).  0 on success, -1 on a write error. */
+PCM_API int pcm_malloc_info(int options, FILE *stream);
 /* glibc's structs from <malloc.h>: arena = segments, hblkhd = large
  * mappings, uordblks = bytes handed out, fordblks = mapped but free. */
 struct mallinfo;

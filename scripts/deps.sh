@@ -10,6 +10,7 @@ default_packages=(
     qemu-user                              # running the cross builds' tests
     coreutils findutils gawk               # the test runner (timeout, find, awk)
     python3 perl                           # real programs run under LD_PRELOAD
+    pkgconf groff-base dash                # make test-drop-in: pkg-config, the man page, POSIX sh
 )
 if [ $# -gt 0 ]; then
     packages=("$@")

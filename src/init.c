@@ -14,6 +14,7 @@
 #include "message.h"
 #include "os.h"
 #include "stats.h"
+#include "verbose.h"
 
 volatile pcm_word_t pcm_init_state;
 struct pcm_options pcm_opts;
@@ -66,6 +67,8 @@ void pcm_init_slow(void)
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
     pcm_fast_path_choose();
+    if (pcm_opts.verbose)
+        pcm_verbose_startup();
     /* release: everything above is visible to whoever sees DONE */
     pcm_store_release(&pcm_init_state, PCM_INIT_DONE);
 }

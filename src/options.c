@@ -8,6 +8,7 @@
  */
 #include "options.h"
 
+#include "format.h"
 #include "message.h"
 #include "os.h"
 
@@ -107,23 +108,29 @@ static enum pcm_option_verdict pcm_option_parse(const struct pcm_option_spec *sp
 /* Longest part of a bad value echoed in a warning. */
 #define PCM_OPTION_ECHO_MAX 40
 
+/* text up to its NUL or `stop`, safely for a one-line warning: bounded
+ * (cut text ends in "..."), and with control bytes (a newline would break
+ * the one-line promise) shown as '?'. */
+static void pcm_option_echo(const char *text, char stop, char out[PCM_OPTION_ECHO_MAX + 4])
+{
+    size_t n = 0;
+    for (; text[n] && text[n] != stop && n < PCM_OPTION_ECHO_MAX; n++) {
+        unsigned char c = (unsigned char)text[n];
+        out[n] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+    }
+    if (text[n] && text[n] != stop) {
+        out[n++] = '.';
+        out[n++] = '.';
+        out[n++] = '.';
+    }
+    out[n] = '\0';
+}
+
 static void pcm_option_warn(const struct pcm_option_spec *spec, const char *text,
                             enum pcm_option_verdict verdict)
 {
-    /* Echo the value safely: bounded, and with control bytes (a newline
-     * would break the one-line promise) shown as '?'. */
     char echo[PCM_OPTION_ECHO_MAX + 4];
-    size_t n = 0;
-    for (; text[n] && n < PCM_OPTION_ECHO_MAX; n++) {
-        unsigned char c = (unsigned char)text[n];
-        echo[n] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
-    }
-    if (text[n]) {
-        echo[n++] = '.';
-        echo[n++] = '.';
-        echo[n++] = '.';
-    }
-    echo[n] = '\0';
+    pcm_option_echo(text, '\0', echo);
 
     switch (spec->kind) {
     case PCM_OPTION_BOOL:
@@ -145,6 +152,50 @@ static void pcm_option_warn(const struct pcm_option_spec *spec, const char *text
     }
 }
 
+/* PCMALLOC_* variables that are not options of the library but are
+ * expected in a user's environment: the pcmalloc command's. */
+static const char *const pcm_option_others[] = {"PCMALLOC_LIB"};
+
+/* True if entry ("NAME=value") names `name` exactly. */
+static bool pcm_option_entry_is(const char *entry, const char *name)
+{
+    while (*name && *entry == *name) {
+        entry++;
+        name++;
+    }
+    return *name == '\0' && *entry == '=';
+}
+
+/* A PCMALLOC_* variable that is no option is most likely a typo
+ * (PCMALLOC_STAT=1): say so, once per variable, rather than let the
+ * user wonder why nothing happened. */
+static void pcm_options_warn_unknown(void)
+{
+    static const char prefix[] = "PCMALLOC_";
+    size_t count = sizeof pcm_option_table / sizeof pcm_option_table[0];
+    size_t others = sizeof pcm_option_others / sizeof pcm_option_others[0];
+    for (size_t i = 0;; i++) {
+        const char *entry = pcm_os_env_entry(i);
+        if (!entry)
+            return;
+        size_t p = 0;
+        while (prefix[p] && entry[p] == prefix[p])
+            p++;
+        if (prefix[p])
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < count && !known; k++)
+            known = pcm_option_entry_is(entry, pcm_option_table[k].name);
+        for (size_t k = 0; k < others && !known; k++)
+            known = pcm_option_entry_is(entry, pcm_option_others[k]);
+        if (!known) {
+            char echo[PCM_OPTION_ECHO_MAX + 4];
+            pcm_option_echo(entry, '=', echo);
+            pcm_message("%s is not a pcmalloc variable; ignored (the variables: man pcmalloc)", echo);
+        }
+    }
+}
+
 void pcm_options_load(struct pcm_options *out)
 {
     size_t count = sizeof pcm_option_table / sizeof pcm_option_table[0];
@@ -161,4 +212,32 @@ void pcm_options_load(struct pcm_options *out)
         }
         pcm_option_store(out, spec, value);
     }
+    pcm_options_warn_unknown();
+}
+
+size_t pcm_options_format(const struct pcm_options *options, char *buf, size_t cap)
+{
+    size_t len = 0;
+    size_t count = sizeof pcm_option_table / sizeof pcm_option_table[0];
+    for (size_t i = 0; i < count; i++) {
+        const struct pcm_option_spec *spec = &pcm_option_table[i];
+        const void *field = (const char *)options + spec->offset;
+        const char *separator = i ? " " : "";
+        switch (spec->kind) {
+        case PCM_OPTION_BOOL:
+            len += pcm_format(buf + len, cap - len, "%s%s=%d", separator, spec->name, *(const bool *)field);
+            break;
+        case PCM_OPTION_UNSIGNED:
+            len += pcm_format(buf + len, cap - len, "%s%s=%u", separator, spec->name, *(const unsigned *)field);
+            break;
+        case PCM_OPTION_STATS:
+            if (*(const enum pcm_stats_mode *)field == PCM_STATS_JSON)
+                len += pcm_format(buf + len, cap - len, "%s%s=json", separator, spec->name);
+            else
+                len += pcm_format(buf + len, cap - len, "%s%s=%d", separator, spec->name,
+                                  (int)*(const enum pcm_stats_mode *)field);
+            break;
+        }
+    }
+    return len;
 }

@@ -8,6 +8,7 @@
 #define PCM_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* PCMALLOC_STATS: what to print at exit.  OFF is 0, so `if (opts.stats)`
  * reads as "statistics wanted". */
@@ -35,5 +36,12 @@ struct pcm_options {
  * No allocation; call once at start-up.
  */
 void pcm_options_load(struct pcm_options *out);
+
+/*
+ * The options in force, as "NAME=value" pairs separated by spaces in the
+ * table's order, into buf[0 .. cap-1] (cap > 0; NUL-terminated, cut if
+ * short).  Returns the characters stored.  For PCMALLOC_VERBOSE.
+ */
+size_t pcm_options_format(const struct pcm_options *options, char *buf, size_t cap);
 
 #endif

@@ -98,6 +98,11 @@ int pcm_os_current_cpu(void);
  */
 const char *pcm_os_getenv(const char *name);
 
+/* The index-th "NAME=value" entry of the environment pcm_os_getenv
+ * searches (environ, or the start-up copy), or NULL past the last; for
+ * listing variables by prefix.  Same rules and caveats as pcm_os_getenv. */
+const char *pcm_os_env_entry(size_t index);
+
 /*
  * Test-only fault injection: after pcm_os_fail_after(n) with n >= 1, the
  * n-th following mmap, mremap or madvise call made through this layer

@@ -323,3 +323,26 @@ const char *pcm_os_getenv(const char *name)
     }
     return NULL;
 }
+
+const char *pcm_os_env_entry(size_t index)
+{
+    char **env = environ;
+    if (env) {
+        for (size_t i = 0; i < index; i++)
+            if (!env[i])
+                return NULL;
+        return env[index];
+    }
+    if (!pcm_os_env_loaded) {
+        int saved_errno = errno;
+        pcm_os_env_load();
+        errno = saved_errno;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < index && at < pcm_os_env_len; i++) {
+        while (at < pcm_os_env_len && pcm_os_env_text[at] != '\0')
+            at++;
+        at++; /* past the NUL */
+    }
+    return at < pcm_os_env_len ? pcm_os_env_text + at : NULL;
+}

@@ -103,6 +103,11 @@ PCM_EXPORT void malloc_stats(void)
     pcm_malloc_stats();
 }
 
+PCM_EXPORT int malloc_info(int options, FILE *stream)
+{
+    return pcm_malloc_info(options, stream);
+}
+
 PCM_EXPORT int mallopt(int param, int value)
 {
     return pcm_mallopt(param, value);
@@ -130,6 +135,8 @@ __attribute__((constructor)) static void pcm_preload_start(void)
 
 __attribute__((destructor)) static void pcm_preload_exit(void)
 {
-    if (pcm_opts.stats)
+    if (pcm_opts.stats == PCM_STATS_JSON)
+        pcm_stats_json_print();
+    else if (pcm_opts.stats)
         pcm_stats_print();
 }

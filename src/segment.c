@@ -84,6 +84,7 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         span->listed = 0;
         span->free = NULL;
         span->prev = span->next = NULL;
+        pcm_stats_span_created(cls);
         return span;
     }
     return NULL;
@@ -108,6 +109,7 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
 void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
 {
     size_t first = (size_t)(span - s->span);
+    pcm_stats_span_released(span->class_plus1 - 1u);
     for (size_t i = 0; i < span->pages; i++) {
         span[i].class_plus1 = 0;
         span[i].first_offset = 0;

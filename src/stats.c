@@ -1,16 +1,13 @@
 /*
- * stats.c - the counters of stats.h and the report.  No malloc, no stdio:
- * the report is written line by line through pcm_message.
+ * stats.c - the counters of stats.h and their readers.  The reports that
+ * print them are stats_text.c, stats_json.c and malloc_info.c.  Never
+ * here: malloc, stdio, a lock, or anything the fast path would call.
  */
 #include "stats.h"
 
 #include <fcntl.h>
 
-#include "cpu.h"
-#include "fast_path.h"
 #include "heap.h"
-#include "message.h"
-#include "options.h"
 #include "sizeclass.h"
 
 static struct {
@@ -18,6 +15,12 @@ static struct {
     volatile pcm_word_t mapped_bytes, peak_mapped_bytes;
     volatile pcm_word_t committed_bytes, peak_committed_bytes;
 } totals;
+
+/* Spans of each class now and at most: cut and given back under their
+ * heap's lock, but heaps run at once, hence the atomics. */
+static struct {
+    volatile pcm_word_t now, peak;
+} class_spans[PCM_CLASS_COUNT];
 
 /* *now += bytes, and raise *peak to it. */
 static void grow(volatile pcm_word_t *now, volatile pcm_word_t *peak, size_t bytes)
@@ -73,6 +76,16 @@ void pcm_stats_large_destroyed(size_t bytes)
     large_shrank(bytes);
 }
 
+void pcm_stats_span_created(unsigned cls)
+{
+    grow(&class_spans[cls].now, &class_spans[cls].peak, 1);
+}
+
+void pcm_stats_span_released(unsigned cls)
+{
+    pcm_fetch_sub_acq_rel(&class_spans[cls].now, 1);
+}
+
 void pcm_stats_totals_read(struct pcm_stats_totals *out)
 {
     out->segments = pcm_load_relaxed(&totals.segments);
@@ -93,45 +106,53 @@ void pcm_stats_keep_stderr(void)
         pcm_stats_fd = fd;
 }
 
-void pcm_stats_print(void)
+/* A counter another CPU writes under its heap's lock: one whole word. */
+static pcm_word_t read_counter(const pcm_word_t *counter)
 {
-    struct pcm_stats_totals t;
-    pcm_stats_totals_read(&t);
-    pcm_message_to(pcm_stats_fd, "stats: %s build (%s atomics), %u per-CPU heaps, CPU number from %s",
-                   PCM_ARCH_NAME, pcm_arch_variant_name(pcm_arch_variant_current()), pcm_heap_count,
-                   pcm_cpu_source());
-    pcm_message_to(pcm_stats_fd, "stats: fast path %s (%s), %lu restarted sections", pcm_fast_path_name(),
-                   pcm_fast_path_reason(), (unsigned long)pcm_fast_path_restarts());
-    pcm_message_to(pcm_stats_fd, "stats: %lu segments, %lu large mappings, %lu KiB mapped now, %lu KiB at peak",
-                (unsigned long)t.segments, (unsigned long)t.large_objects,
-                (unsigned long)(t.mapped_bytes >> 10), (unsigned long)(t.peak_mapped_bytes >> 10));
-    pcm_message_to(pcm_stats_fd, "stats: %lu KiB committed now, %lu KiB at peak (segment headers, pages objects were "
-                                 "cut from, large mappings)",
-                   (unsigned long)(t.committed_bytes >> 10), (unsigned long)(t.peak_committed_bytes >> 10));
-    if (!pcm_heaps)
-        return;
-    pcm_message_to(pcm_stats_fd, "stats: %8s %12s %12s", "class", "served", "returned");
+    return pcm_load_relaxed((volatile pcm_word_t *)counter);
+}
+
+void pcm_stats_class_read(unsigned cls, struct pcm_stats_class *out)
+{
+    pcm_word_t served = 0, returned = 0;
+    for (unsigned h = 0; pcm_heaps && h < pcm_heap_count; h++) {
+        served += read_counter(&pcm_heaps[h].stats.served[cls]);
+        returned += read_counter(&pcm_heaps[h].stats.returned[cls]);
+    }
+    out->size = pcm_class_size(cls);
+    out->requests = served;
+    /* Read at slightly different moments, returned can be ahead. */
+    out->live = served > returned ? served - returned : 0;
+    out->spans = pcm_load_relaxed(&class_spans[cls].now);
+    out->peak_spans = pcm_load_relaxed(&class_spans[cls].peak);
+    out->peak = out->peak_spans * pcm_class_span_objects(cls);
+}
+
+void pcm_stats_heap_read(unsigned heap, struct pcm_stats_heap *out)
+{
+    const struct pcm_heap_stats *s = &pcm_heaps[heap].stats;
+    pcm_word_t returned = 0;
+    out->requests = 0;
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
-        unsigned long served = 0, returned = 0;
-        for (unsigned h = 0; h < pcm_heap_count; h++) {
-            served += pcm_heaps[h].stats.served[c];
-            returned += pcm_heaps[h].stats.returned[c];
-        }
-        if (served)
-            pcm_message_to(pcm_stats_fd, "stats: %8zu %12lu %12lu", pcm_class_size(c), served, returned);
+        out->requests += read_counter(&s->served[c]);
+        returned += read_counter(&s->returned[c]);
     }
-    pcm_message_to(pcm_stats_fd, "stats: %6s %12s %12s %10s %10s %12s %8s %8s", "heap", "served", "returned",
-                   "refills", "flushes", "remote frees", "spans+", "spans-");
-    for (unsigned h = 0; h < pcm_heap_count; h++) {
-        const struct pcm_heap_stats *s = &pcm_heaps[h].stats;
-        unsigned long served = 0, returned = 0;
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
-            served += s->served[c];
-            returned += s->returned[c];
-        }
-        if (served || s->remote_drained)
-            pcm_message_to(pcm_stats_fd, "stats: %6u %12lu %12lu %10lu %10lu %12lu %8lu %8lu", h, served, returned,
-                           (unsigned long)s->refills, (unsigned long)s->flushes, (unsigned long)s->remote_drained,
-                           (unsigned long)s->spans_created, (unsigned long)s->spans_released);
+    /* An object comes back to a span by a flush or by a remote drain. */
+    out->remote_frees = read_counter(&s->remote_drained);
+    out->local_frees = returned > out->remote_frees ? returned - out->remote_frees : 0;
+    out->refills = read_counter(&s->refills);
+    out->flushes = read_counter(&s->flushes);
+    out->spans_created = read_counter(&s->spans_created);
+    out->spans_released = read_counter(&s->spans_released);
+}
+
+pcm_word_t pcm_stats_small_live_bytes(void)
+{
+    pcm_word_t bytes = 0;
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        struct pcm_stats_class row;
+        pcm_stats_class_read(c, &row);
+        bytes += row.live * row.size;
     }
+    return bytes;
 }

@@ -46,11 +46,13 @@ compare_run() {
     # The report pcmalloc printed at exit: segments mapped and objects
     # served prove its malloc, not glibc's, did the work.
     local segments served
-    segments=$(sed -n 's/^pcmalloc: stats: \([0-9]*\) segments.*/\1/p' "$work/pcm.err" | head -n 1)
-    served=$(awk '/^pcmalloc: stats: +[0-9]+ +[0-9]+ +[0-9]+$/ {s += $4} END {print s + 0}' "$work/pcm.err")
+    # (the table of src/stats_text.c: "mapped ... N segments", and the
+    # requests column of the size classes' "all" row)
+    segments=$(sed -n 's/^pcmalloc: mapped .* \([0-9][0-9]*\) segments.*/\1/p' "$work/pcm.err" | head -n 1)
+    served=$(awk '$1 == "pcmalloc:" && $2 == "all" {s += $3} END {print s + 0}' "$work/pcm.err")
     if [ -z "$segments" ] || [ "$segments" -lt 1 ] || [ "$served" -lt 1 ]; then
         echo "FAIL $name: no pcmalloc statistics in its stderr: it did not serve the program"
-        grep -v '^pcmalloc: stats:' "$work/pcm.err" | head -10
+        grep -v '^pcmalloc: ' "$work/pcm.err" | head -10
         ok=0
     fi
     if [ "$ok" -eq 1 ]; then

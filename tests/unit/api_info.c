@@ -358,8 +358,8 @@ PCM_TEST(malloc_stats_reports_on_stderr)
     char start[201];
     memcpy(start, text, sizeof start - 1); /* text is NUL-padded beyond len */
     start[sizeof start - 1] = 0;
-    PCM_CHECK(strstr(text, "stats:") != NULL,
-              "malloc_stats report (%zu bytes) has no \"stats:\": %s", len, start);
+    PCM_CHECK(strstr(text, "pcmalloc: statistics of pcmalloc ") != NULL,
+              "malloc_stats report (%zu bytes) has no heading: %s", len, start);
     PCM_CHECK(err == 1234, "malloc_stats changed errno to %d", err);
     pcm_free(p);
     pcm_free(q);

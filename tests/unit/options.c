@@ -218,3 +218,53 @@ PCM_TEST(options_several_warnings)
               "good option lost beside bad ones");
     clear_options();
 }
+
+/* ---- pcm_options_format (PCMALLOC_VERBOSE's "options:" line) ---- */
+
+PCM_TEST(options_format_names_every_option_in_force)
+{
+    clear_options();
+    setenv("PCMALLOC_STATS", "json", 1);
+    setenv("PCMALLOC_CPUS", "3", 1);
+    struct pcm_options o;
+    char err[1024];
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    clear_options();
+    char text[512];
+    memset(text, 'x', sizeof text);
+    size_t len = pcm_options_format(&o, text, sizeof text);
+    const char *want = "PCMALLOC_STATS=json PCMALLOC_VERBOSE=0 PCMALLOC_RSEQ=1 PCMALLOC_CPUS=3 "
+                       "PCMALLOC_PURGE_DELAY=1000 PCMALLOC_HARDENED=0";
+    PCM_CHECK(strcmp(text, want) == 0, "got \"%s\"", text);
+    PCM_CHECK(len == strlen(want), "returned %zu for %zu characters", len, strlen(want));
+
+    /* A short buffer: cut and NUL-terminated, never overrun. */
+    char small[20];
+    memset(small, 'x', sizeof small);
+    len = pcm_options_format(&o, small, 10);
+    PCM_CHECK(len == 9 && small[9] == '\0' && strncmp(small, want, 9) == 0 && small[10] == 'x',
+              "short buffer: %zu \"%.10s\"", len, small);
+}
+
+/* ---- PCMALLOC_* variables that are no option ---- */
+
+PCM_TEST(options_unknown_variable_warned_once)
+{
+    clear_options();
+    setenv("PCMALLOC_STAT", "1", 1);       /* a typo of PCMALLOC_STATS */
+    setenv("PCMALLOC_STATSX", "1", 1);     /* a known name is no prefix match */
+    setenv("PCMALLOC_LIB", "/x.so", 1);    /* the pcmalloc command's: no warning */
+    setenv("XPCMALLOC_STATS", "1", 1);     /* not ours */
+    struct pcm_options o;
+    char err[1024];
+    PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
+    unsetenv("PCMALLOC_STAT");
+    unsetenv("PCMALLOC_STATSX");
+    unsetenv("PCMALLOC_LIB");
+    unsetenv("XPCMALLOC_STATS");
+    PCM_CHECK(count_lines(err) == 2, "want two warnings: \"%s\"", err);
+    PCM_CHECK(strstr(err, "pcmalloc: PCMALLOC_STAT is not a pcmalloc variable; ignored") != NULL, "got \"%s\"", err);
+    PCM_CHECK(strstr(err, "pcmalloc: PCMALLOC_STATSX is not a pcmalloc variable; ignored") != NULL, "got \"%s\"",
+              err);
+    PCM_CHECK(o.stats == PCM_STATS_OFF, "a typo changed PCMALLOC_STATS to %d", (int)o.stats);
+}
