@@ -22,7 +22,8 @@ extern const struct rseq_cs __stop___rseq_cs[] __attribute__((weak));
 PCM_TEST(rseq_descriptors_are_valid)
 {
 #ifndef PCM_ARCH_RSEQ
-    PCM_CHECK(__start___rseq_cs == __stop___rseq_cs, "a build without rseq sections has descriptors");
+    PCM_CHECK((uintptr_t)__start___rseq_cs == (uintptr_t)__stop___rseq_cs,
+              "a build without rseq sections has descriptors");
     pcm_test_printf("  no restartable sections in this build (%s)\n", PCM_ARCH_NAME);
 #else
     const struct rseq_cs *d = __start___rseq_cs, *end = __stop___rseq_cs;
