@@ -1,0 +1,36 @@
+# mk/sanitize.mk - the test suites again under the sanitizers, each build in
+# a folder of its own (BUILD_DIR) beside the normal ones:
+#
+#   make test-ubsan   every test of the host build with UndefinedBehaviorSanitizer
+#                     (-fno-sanitize-recover: the first report fails the test)
+#   make test-tsan    the arch torture tests and the stress tests of the
+#                     ARCH=generic build (C11 atomics, which ThreadSanitizer
+#                     models) under ThreadSanitizer, through the pcm_* API:
+#                     TSan owns the malloc symbol itself, so nothing is preloaded
+#
+# Both are in test-all.  Deliberate races are suppressed, each by the name
+# of the one function holding it, in tests/sanitize/tsan.supp.
+
+UBSAN_DIR := build/ubsan
+UBSAN_FLAGS := -fsanitize=undefined -fno-sanitize-recover=all
+TSAN_DIR := build/tsan
+# -Wno-tsan: GCC warns that TSan does not model atomic_thread_fence.  Only
+# tests/arch/fence.c uses fences (src/ has none), on relaxed atomics.
+TSAN_FLAGS := -fsanitize=thread -Wno-tsan
+TSAN_TESTS := $(TSAN_DIR)/tests/arch \
+              $(patsubst tests/stress/%.c,$(TSAN_DIR)/tests/stress_%,$(sort $(wildcard tests/stress/*.c)))
+
+.PHONY: test-ubsan test-tsan
+TEST_ALL_EXTRA += test-ubsan test-tsan
+
+test-ubsan:
+	@$(MAKE) --no-print-directory all ARCH=$(HOST_ARCH) BUILD_DIR=$(UBSAN_DIR) \
+	    EXTRA_CFLAGS="$(UBSAN_FLAGS)" EXTRA_LDFLAGS="$(UBSAN_FLAGS)"
+	@UBSAN_OPTIONS=print_stacktrace=1 RESULTS=$(RESULTS) PRELOAD_LIB=$(abspath $(UBSAN_DIR))/libpcmalloc.so \
+	    tests/sanitize/run.sh ubsan $(UBSAN_DIR)/tests/* $(UBSAN_DIR)/preload/*
+
+test-tsan:
+	@$(MAKE) --no-print-directory ARCH=generic BUILD_DIR=$(TSAN_DIR) \
+	    EXTRA_CFLAGS="$(TSAN_FLAGS)" EXTRA_LDFLAGS="-fsanitize=thread" $(TSAN_TESTS)
+	@TSAN_OPTIONS="suppressions=$(abspath tests/sanitize/tsan.supp) history_size=7 second_deadlock_stack=1" \
+	    RESULTS=$(RESULTS) tests/sanitize/run.sh tsan $(TSAN_TESTS)
