@@ -354,6 +354,66 @@ PCM_TEST(death_free_aligned_sized_with_a_wrong_alignment)
                  "free_aligned_sized", "alignment 4096");
 }
 
+/* Regression: a size beyond the small range on a small object passed the
+ * check as if it named the smallest class (api.c check_size), so a 16-48
+ * byte object was freed with free_sized(p, SIZE_MAX) without a word. */
+static void free_sized_beyond_small_range(void)
+{
+    void *p = pcm_malloc(32);
+    pcm_free_sized(about_to_misuse(p), SIZE_MAX);
+}
+
+PCM_TEST(death_free_sized_of_a_small_object_with_a_size_only_large_objects_have)
+{
+    expect_death("free_sized(32-byte object, SIZE_MAX)", free_sized_beyond_small_range, "free_sized",
+                 "does not match");
+}
+
+static void free_sized_just_beyond_small_range(void)
+{
+    void *p = pcm_malloc(20);
+    pcm_free_sized(about_to_misuse(p), 300000);
+}
+
+PCM_TEST(death_free_sized_of_a_small_object_with_a_large_size)
+{
+    expect_death("free_sized(20-byte object, 300000)", free_sized_just_beyond_small_range, "free_sized",
+                 "does not match");
+}
+
+/* The same through free_aligned_sized: an alignment above a page is only
+ * ever served by a large object, so a small object that happens to sit on
+ * such a boundary (the first of a span) must not pass as one. */
+static void free_aligned_sized_small_object_large_alignment(void)
+{
+    char *p;
+    unsigned tries = 0;
+    do { /* leaked on purpose: the child dies anyway */
+        p = pcm_malloc(16);
+        if (++tries > 100000)
+            _exit(SETUP_FAILED);
+    } while ((uintptr_t)p % 8192);
+    pcm_free_aligned_sized(about_to_misuse(p), 8192, 16);
+}
+
+PCM_TEST(death_free_aligned_sized_of_a_small_object_with_a_large_alignment)
+{
+    expect_death("free_aligned_sized(8 KiB-aligned 16-byte object, 8192, 16)",
+                 free_aligned_sized_small_object_large_alignment, "free_aligned_sized", "does not match");
+}
+
+static void free_sized_zero_of_a_larger_object(void)
+{
+    void *p = pcm_malloc(200);
+    pcm_free_sized(about_to_misuse(p), 0);
+}
+
+PCM_TEST(death_free_sized_with_size_zero)
+{
+    expect_death("free_sized(200-byte object, 0)", free_sized_zero_of_a_larger_object, "free_sized",
+                 "does not match");
+}
+
 /* ---- controls: correct use does not die ---- */
 
 static void correct_use(void)
