@@ -11,12 +11,15 @@
  *
  * Misuse that pcmalloc's cheap checks cannot see (by design: no check
  * that costs more than a lookup and a compare), so not tested here:
- *   - a double free after the object was handed out again (the second
- *     free frees the new, live owner's object);
- *   - free of an address at an object boundary that was never handed out
- *     (an uncarved slot of a live span looks like any live object);
- *   - free_sized with a size of the right class, or on a large object any
- *     size up to its usable size (a shrinking realloc may leave it so).
+ *   - a double free after the object was handed out again, by the same
+ *     class or (death_reuse.c) by another class whose object starts at the
+ *     same address: the second free frees the new, live owner's object;
+ *   - free of an object boundary that a span has cut but not handed out
+ *     (it waits in a cache or on the span's free list): its free mark
+ *     makes that a "double free", which is the right verdict only loosely;
+ *   - free_sized with a size of the right class (or up to four times
+ *     smaller: realloc's growth headroom), or on a large object any size
+ *     up to its usable size (a shrinking realloc may leave it so).
  */
 #include "harness.h"
 
@@ -129,6 +132,47 @@ static void free_middle_of_large_object(void)
 PCM_TEST(death_free_of_the_middle_of_a_large_object)
 {
     expect_death("free(p + 8192) of a 1 MiB object", free_middle_of_large_object, "free", "invalid pointer");
+}
+
+static void free_large_header(void)
+{
+    /* The start of a large object's mapping: its header, never the object
+     * (which starts a page further on). */
+    char *p = pcm_malloc(1 << 20);
+    pcm_free(about_to_misuse((void *)((uintptr_t)p & ~(uintptr_t)(PCM_SEGMENT_SIZE - 1))));
+}
+
+PCM_TEST(death_free_of_a_large_objects_header)
+{
+    expect_death("free of a 1 MiB object's mapping start", free_large_header, "free", "invalid pointer");
+}
+
+static void free_page_in_no_span(void)
+{
+    /* The last page of a young segment: inside pcmalloc's memory, in no
+     * span yet, so never handed out. */
+    char *p = pcm_malloc(64);
+    char *last = (char *)((uintptr_t)p & ~(uintptr_t)(PCM_SEGMENT_SIZE - 1)) + PCM_SEGMENT_SIZE - 4096;
+    if (pcm_span_of(pcm_segment_of(last), last)->class_plus1)
+        _exit(SETUP_FAILED);
+    pcm_free(about_to_misuse(last));
+}
+
+PCM_TEST(death_free_of_a_segment_page_in_no_span)
+{
+    expect_death("free of a segment page no span holds", free_page_in_no_span, "free", "invalid pointer");
+}
+
+static void free_sized_middle(void)
+{
+    char *p = pcm_malloc(256);
+    pcm_free_sized(about_to_misuse(p + 128), 128);
+}
+
+PCM_TEST(death_free_sized_of_the_middle_of_an_object)
+{
+    expect_death("free_sized(p + 128, 128) of a 256-byte object", free_sized_middle, "free_sized",
+                 "invalid pointer");
 }
 
 static void realloc_stack_address(void)
@@ -291,6 +335,19 @@ static void realloc_zero_of_freed(void)
 PCM_TEST(death_realloc_to_zero_of_a_freed_object)
 {
     expect_death("realloc(p, 0) of a freed object", realloc_zero_of_freed, "realloc", "double free");
+}
+
+static void usable_size_of_freed(void)
+{
+    void *p = pcm_malloc(100);
+    pcm_free(p);
+    pcm_malloc_usable_size(about_to_misuse(p));
+}
+
+PCM_TEST(death_malloc_usable_size_of_a_freed_object)
+{
+    expect_death("malloc_usable_size of a freed 100-byte object", usable_size_of_freed, "malloc_usable_size",
+                 NULL);
 }
 
 /* ---- wrong sizes and alignments ---- */
