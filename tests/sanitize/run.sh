@@ -6,7 +6,8 @@
 # preloaded.  A sanitizer report ends the binary with a non-zero status
 # (UBSan: -fno-sanitize-recover; TSan: exitcode 66 at exit, or at once with
 # halt_on_error), which counts as a failure even when every check passed,
-# so a report can never pass.  Exits non-zero if anything failed.
+# so a report can never pass.  $RUNNER (words) is put before each binary:
+# qemu-user for a cross build.  Exits non-zero if anything failed.
 set -u
 suite=$1
 shift
@@ -17,7 +18,8 @@ mkdir -p "$results"
 status=0
 for binary in "$@"; do
     [ -x "$binary" ] || continue
-    runner=(env)
+    # shellcheck disable=SC2206 # RUNNER is words on purpose
+    runner=(${RUNNER:-env})
     case "$binary" in
     */preload/*) runner=(env "LD_PRELOAD=${PRELOAD_LIB:?PRELOAD_LIB must name the library}") ;;
     esac
