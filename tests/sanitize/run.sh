@@ -3,7 +3,7 @@
 # sanitizer build (mk/sanitize.mk) and record "<binary> <passed> <failed>"
 # per binary in $RESULTS/SUITE.txt, as qemu/run-tests.sh does for the
 # normal builds.  A binary under a preload/ folder runs with $PRELOAD_LIB
-# preloaded.  A sanitizer report ends the binary with a non-zero status
+# preloaded (RUNNER must then start with env).  A sanitizer report ends the binary with a non-zero status
 # (UBSan: -fno-sanitize-recover; TSan: exitcode 66 at exit, or at once with
 # halt_on_error), which counts as a failure even when every check passed,
 # so a report can never pass.  $RUNNER (words) is put before each binary:
@@ -21,7 +21,7 @@ for binary in "$@"; do
     # shellcheck disable=SC2206 # RUNNER is words on purpose
     runner=(${RUNNER:-env})
     case "$binary" in
-    */preload/*) runner=(env "LD_PRELOAD=${PRELOAD_LIB:?PRELOAD_LIB must name the library}") ;;
+    */preload/*) runner+=("LD_PRELOAD=${PRELOAD_LIB:?PRELOAD_LIB must name the library}") ;;
     esac
     log=$(mktemp)
     echo "== [$suite] $binary"
