@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh FUZZER SECONDS SEED_DIR... - the fuzz suite of test-all
 # (mk/fuzz.mk): replay every input of the SEED_DIRs once (the seed corpus
-# and the saved regressions: each must pass), then fuzz for SECONDS from
+# and the saved regressions: each must pass), on the fast path start-up
+# picks and with PCMALLOC_RSEQ=0, then fuzz for SECONDS from
 # them in a scratch corpus (the repository's folders are never written).
-# Records "fuzz_replay" and "fuzz_<SECONDS>s" lines in $RESULTS/fuzz.txt.
+# Records "fuzz_replay", "fuzz_replay_cas" and "fuzz_<SECONDS>s" lines in
+# $RESULTS/fuzz.txt.
 # A crash's input is kept in $RESULTS/fuzz-crashes/ and named in the log,
 # with the command that replays it.  Exits non-zero if either part failed.
 set -u
@@ -28,23 +30,30 @@ record() { # NAME OK
 }
 
 inputs=$(find "$@" -type f ! -name '*.md' 2>/dev/null | wc -l)
-echo "== [fuzz] replay: $inputs inputs from $*"
 log=$(mktemp)
-# Files, not folders: a folder argument would make libFuzzer fuzz, not replay.
-# shellcheck disable=SC2086
-find "$@" -type f ! -name '*.md' -print0 | xargs -0 -r "$fuzzer" $options -runs=1 >"$log" 2>&1
-rc=$?
-tail -n 3 "$log" | sed 's/^/  /'
-if [ "$rc" -eq 0 ]; then
-    record fuzz_replay ok
-else
-    grep -E 'api_fuzz: |Running: |ERROR|runtime error' "$log" | head -n 20 | sed 's/^/  /'
-    record fuzz_replay fail
-fi
+# Replayed on the fast path start-up picks and on the CAS one.
+for path in default cas; do
+    echo "== [fuzz] replay ($path fast path): $inputs inputs from $*"
+    env=()
+    [ "$path" = cas ] && env=(PCMALLOC_RSEQ=0)
+    # Files, not folders: a folder argument would make libFuzzer fuzz, not replay.
+    # shellcheck disable=SC2086
+    find "$@" -type f ! -name '*.md' -print0 | xargs -0 -r env "${env[@]}" "$fuzzer" $options -runs=1 >"$log" 2>&1
+    rc=$?
+    tail -n 1 "$log" | sed 's/^/  /'
+    name=fuzz_replay$([ "$path" = cas ] && echo _cas)
+    if [ "$rc" -eq 0 ]; then
+        record "$name" ok
+    else
+        grep -E 'api_fuzz: |Running: |ERROR|runtime error' "$log" | head -n 20 | sed 's/^/  /'
+        record "$name" fail
+    fi
+done
 
 echo "== [fuzz] $seconds s of fuzzing from the seeds"
 scratch=$(mktemp -d)
 crashes=$results/fuzz-crashes
+rm -rf "$crashes" # only this run's crashes are named below
 mkdir -p "$crashes"
 # shellcheck disable=SC2086
 "$fuzzer" $options -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$crashes/" \
