@@ -28,7 +28,7 @@ FUZZ_OPTIONS := -max_len=4096 -timeout=20 -rss_limit_mb=4096
 .PHONY: test-fuzz fuzz fuzz-build
 TEST_ALL_EXTRA += test-fuzz
 
-# Linked in a make run with BUILD_DIR=$(FUZZ_DIR) CC=$(FUZZ_CC) (fuzz-build).
+# Linked in a make run with BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) (fuzz-build).
 $(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$@)
@@ -36,7 +36,7 @@ $(BUILD)/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(CORE_OBJ)
 
 fuzz-build:
 	@scripts/deps.sh clang libclang-rt-14-dev >/dev/null
-	@$(MAKE) --no-print-directory ARCH=$(HOST_ARCH) BUILD_DIR=$(FUZZ_DIR) CC=$(FUZZ_CC) \
+	@$(MAKE) --no-print-directory ARCH=$(HOST_ARCH) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) \
 	    EXTRA_CFLAGS="$(FUZZ_CFLAGS)" $(FUZZ_BINARY)
 
 test-fuzz: fuzz-build

@@ -1,5 +1,5 @@
 # mk/sanitize.mk - the test suites again under the sanitizers, each build in
-# a folder of its own (BUILD_DIR) beside the normal ones:
+# a folder of its own (BUILD=build/ubsan, ...) beside the normal ones:
 #
 #   make test-ubsan   every test of the host build with UndefinedBehaviorSanitizer
 #                     (-fno-sanitize-recover: the first report fails the test),
@@ -38,7 +38,7 @@ TEST_ALL_EXTRA += test-ubsan test-tsan
 # Twice, as the normal suite runs: on the fast path start-up picks
 # (restartable sequences where the kernel has them) and on the CAS one.
 test-ubsan:
-	@$(MAKE) --no-print-directory all ARCH=$(HOST_ARCH) BUILD_DIR=$(UBSAN_DIR) \
+	@$(MAKE) --no-print-directory all ARCH=$(HOST_ARCH) BUILD=$(UBSAN_DIR) \
 	    EXTRA_CFLAGS="$(UBSAN_FLAGS)" EXTRA_LDFLAGS="$(UBSAN_FLAGS)"
 	@UBSAN_OPTIONS=print_stacktrace=1 RESULTS=$(RESULTS) PRELOAD_LIB=$(abspath $(UBSAN_DIR))/libpcmalloc.so \
 	    tests/sanitize/run.sh ubsan $(UBSAN_DIR)/tests/* $(UBSAN_DIR)/preload/*; s1=$$?; \
@@ -47,7 +47,7 @@ test-ubsan:
 	s2=$$?; [ $$s1 -eq 0 ] && [ $$s2 -eq 0 ]
 
 test-ubsan-x86:
-	@$(MAKE) --no-print-directory tests ARCH=x86 BUILD_DIR=$(UBSAN_DIR)-x86 \
+	@$(MAKE) --no-print-directory tests ARCH=x86 BUILD=$(UBSAN_DIR)-x86 \
 	    EXTRA_CFLAGS="$(UBSAN_FLAGS)" EXTRA_LDFLAGS="$(UBSAN_FLAGS)"
 	@UBSAN_OPTIONS=print_stacktrace=1 RESULTS=$(RESULTS) \
 	    RUNNER="env QEMU_LD_PREFIX=/usr/i686-linux-gnu qemu-i386 -E LD_LIBRARY_PATH=/usr/i686-linux-gnu/lib" \
@@ -56,7 +56,7 @@ test-ubsan-x86:
 TSAN_RUN_OPTIONS := suppressions=$(abspath tests/sanitize/tsan.supp) history_size=7 second_deadlock_stack=1
 
 test-tsan:
-	@$(MAKE) --no-print-directory ARCH=generic BUILD_DIR=$(TSAN_DIR) \
+	@$(MAKE) --no-print-directory ARCH=generic BUILD=$(TSAN_DIR) \
 	    EXTRA_CFLAGS="$(TSAN_FLAGS)" EXTRA_LDFLAGS="-fsanitize=thread" $(TSAN_TESTS) $(TSAN_PREEMPTION)
 	@TSAN_OPTIONS="$(TSAN_RUN_OPTIONS)" RESULTS=$(RESULTS) tests/sanitize/run.sh tsan $(TSAN_TESTS); s1=$$?; \
 	TSAN_OPTIONS="$(TSAN_RUN_OPTIONS)" RESULTS=$(RESULTS) RUNNER="env PCM_TEST_SCALE=$(TSAN_PREEMPTION_SCALE)" \
