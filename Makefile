@@ -59,7 +59,8 @@ WARN := -Wall -Wextra -Werror
 BASE_CFLAGS := -std=c11 -O2 -g $(WARN) -D_GNU_SOURCE $(ARCH_CFLAGS.$(ARCH)) \
                -Iinclude -Isrc -Iarch/$(ARCH) -Itests/harness $(EXTRA_CFLAGS)
 LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec
-LIBS := -lpthread $(ARCH_LIBS.$(ARCH))
+# EXTRA_LDFLAGS: what a variant's links need too (-fsanitize=...).
+LIBS := -lpthread $(ARCH_LIBS.$(ARCH)) $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(sort $(wildcard src/*.c)) $(sort $(wildcard arch/$(ARCH)/*.c))
 LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))

@@ -11,6 +11,7 @@ default_packages=(
     coreutils findutils gawk               # the test runner (timeout, find, awk)
     python3 perl                           # real programs run under LD_PRELOAD
     pkgconf groff-base dash                # make test-drop-in: pkg-config, the man page, POSIX sh
+    clang libclang-rt-14-dev               # make test-fuzz: libFuzzer and ASan/UBSan runtimes (mk/fuzz.mk)
 )
 if [ $# -gt 0 ]; then
     packages=("$@")

@@ -391,6 +391,10 @@ void *pcm_reallocarray(void *p, size_t count, size_t size)
 
 /* ---- C23 sized frees ---- */
 
+/* expected_class for a size and alignment that allocation serves with a
+ * large object: no small object can have been allocated so. */
+#define NO_SMALL_CLASS PCM_CLASS_COUNT
+
 /* The size a sized free names must fit the object and, for a small one,
  * be of its class or of one at most four times smaller: realloc's growth
  * headroom (pcm_realloc) gives an object up to 2.25 times the class of the
@@ -398,8 +402,8 @@ void *pcm_reallocarray(void *p, size_t count, size_t size)
  * have any size up to its usable one. */
 static void check_size(const char *call, void *p, struct object_info info, unsigned expected_class, size_t size)
 {
-    size_t expected = pcm_class_size(expected_class);
-    bool ok = info.span ? info.span->object_size >= expected && info.span->object_size < 4 * expected
+    size_t expected = expected_class < NO_SMALL_CLASS ? pcm_class_size(expected_class) : 0;
+    bool ok = info.span ? expected && info.span->object_size >= expected && info.span->object_size < 4 * expected
                         : size <= pcm_large_usable(info.large);
     if (!ok)
         pcm_misuse_wrong_size(call, p, size, usable_size(info));
@@ -410,7 +414,7 @@ void pcm_free_sized(void *p, size_t size)
     if (!p)
         return;
     struct object_info info = lookup(p, "free_sized");
-    check_size("free_sized", p, info, size <= PCM_SMALL_MAX ? pcm_size_class(size) : 0, size);
+    check_size("free_sized", p, info, size <= PCM_SMALL_MAX ? pcm_size_class(size) : NO_SMALL_CLASS, size);
     free_found(info, p, "free_sized");
 }
 
@@ -421,9 +425,9 @@ void pcm_free_aligned_sized(void *p, size_t alignment, size_t size)
     struct object_info info = lookup(p, "free_aligned_sized");
     if (!is_power_of_two(alignment) || (uintptr_t)p % alignment)
         pcm_misuse_wrong_alignment("free_aligned_sized", p, alignment);
-    /* The class aligned_alloc_checked would have used; 0 (unused) where
-     * it went to the large path. */
-    unsigned cls = 0;
+    /* The class aligned_alloc_checked would have used; none where it went
+     * to the large path. */
+    unsigned cls = NO_SMALL_CLASS;
     if (size <= PCM_SMALL_MAX && alignment <= PCM_PAGE_SIZE)
         cls = alignment <= PCM_MIN_ALIGN ? pcm_size_class(size) : aligned_class(alignment, size);
     check_size("free_aligned_sized", p, info, cls, size);

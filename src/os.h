@@ -104,14 +104,34 @@ const char *pcm_os_getenv(const char *name);
 const char *pcm_os_env_entry(size_t index);
 
 /*
- * Test-only fault injection: after pcm_os_fail_after(n) with n >= 1, the
- * n-th following mmap, mremap or madvise call made through this layer
- * fails as if the kernel had said ENOMEM (n == 0 counts as 1); later calls
- * succeed again.  n < 0 disables it (the default).  The counter is a plain
- * static, not an atomic (src/ uses atomics only through atomic.h, and this
- * is not worth one): set it while the process has a single thread.  When
- * disabled it costs one load and a predictable branch per system call.
+ * Test-only fault injection: the system calls this layer makes can be told
+ * to fail as if the kernel had said ENOMEM, so tests can check that every
+ * failure reaches the caller as NULL + ENOMEM (or is absorbed) and costs
+ * no memory.  The state is plain statics, not atomics (src/ uses atomics
+ * only through atomic.h, and this is not worth one): arm and read it while
+ * the process has a single thread.  Disarmed (the default), it costs one
+ * load and a predictable branch per system call.  munmap is not counted:
+ * it cannot fail for lack of memory.
  */
+enum pcm_os_call {
+    PCM_OS_CALL_MMAP = 1u,    /* pcm_os_map, pcm_os_map_aligned */
+    PCM_OS_CALL_MREMAP = 2u,  /* pcm_os_remap_in_place, pcm_os_remap_fixed */
+    PCM_OS_CALL_MADVISE = 4u, /* pcm_os_decommit */
+    PCM_OS_CALL_ANY = 7u
+};
+
+/* From now on count the calls of the kinds in `calls` (a mask), and make
+ * the n-th of them fail (n < 1 counts as 1); later ones succeed again, or,
+ * if `persistent`, fail too until pcm_os_fault_disarm.  n == LONG_MAX
+ * only counts (a dry run that learns how many calls a workload makes). */
+void pcm_os_fault_arm(unsigned calls, long n, bool persistent);
+void pcm_os_fault_disarm(void);
+/* Calls of the kinds in `call` (a mask) made since the last arm, the
+ * failed ones included. */
+unsigned long pcm_os_fault_seen(unsigned call);
+
+/* The older form: n >= 1 makes the n-th following call of any kind fail
+ * once (n == 0 counts as 1); n < 0 disarms. */
 void pcm_os_fail_after(long n);
 
 #endif

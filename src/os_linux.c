@@ -17,30 +17,74 @@
 
 /* ---- test-only fault injection ---- */
 
-/* -1: disabled; n > 0: the n-th next system call fails.  A plain static
- * (see os.h): tests set it while single-threaded. */
-static long pcm_os_fail_countdown = -1;
+/* Plain statics (see os.h): tests arm them while single-threaded.
+ * `calls` == 0 is the disarmed state, the only one release code sees. */
+static struct {
+    unsigned calls;        /* the kinds counted and failed (enum pcm_os_call) */
+    long countdown;        /* the countdown-th next such call fails; 0: it has failed */
+    bool persistent;       /* after the first failure, every later one fails too */
+    unsigned long seen[3]; /* calls of each kind made while armed */
+} pcm_os_fault;
+
+void pcm_os_fault_arm(unsigned calls, long n, bool persistent)
+{
+    pcm_os_fault.calls = calls & PCM_OS_CALL_ANY;
+    pcm_os_fault.countdown = n < 1 ? 1 : n;
+    pcm_os_fault.persistent = persistent;
+    for (unsigned i = 0; i < 3; i++)
+        pcm_os_fault.seen[i] = 0;
+}
+
+void pcm_os_fault_disarm(void)
+{
+    pcm_os_fault.calls = 0;
+    pcm_os_fault.countdown = 0;
+}
+
+unsigned long pcm_os_fault_seen(unsigned call)
+{
+    unsigned long total = 0;
+    for (unsigned i = 0; i < 3; i++)
+        if (call & (1u << i))
+            total += pcm_os_fault.seen[i];
+    return total;
+}
 
 void pcm_os_fail_after(long n)
 {
-    pcm_os_fail_countdown = n < 0 ? -1 : n == 0 ? 1 : n;
+    if (n < 0)
+        pcm_os_fault_disarm();
+    else
+        pcm_os_fault_arm(PCM_OS_CALL_ANY, n, false);
 }
 
-__attribute__((noinline, cold)) static bool pcm_os_inject_slow(void)
+__attribute__((noinline, cold)) static bool pcm_os_inject_slow(unsigned call)
 {
-    if (--pcm_os_fail_countdown > 0)
+    if (!(pcm_os_fault.calls & call))
         return false;
-    pcm_os_fail_countdown = -1; /* fail once, then recover */
-    errno = ENOMEM;
-    return true;
+    pcm_os_fault.seen[call == PCM_OS_CALL_MMAP ? 0 : call == PCM_OS_CALL_MREMAP ? 1 : 2]++;
+    bool fail;
+    if (pcm_os_fault.countdown > 1) {
+        pcm_os_fault.countdown--;
+        fail = false;
+    } else if (pcm_os_fault.countdown == 1) {
+        pcm_os_fault.countdown = 0; /* the failure has happened */
+        fail = true;
+    } else {
+        fail = pcm_os_fault.persistent; /* after it: recover, or keep failing */
+    }
+    if (fail)
+        errno = ENOMEM;
+    return fail;
 }
 
-/* True if this system call is to fail (errno already set). */
-static inline bool pcm_os_inject(void)
+/* True if this system call (one of enum pcm_os_call) is to fail (errno
+ * already set). */
+static inline bool pcm_os_inject(unsigned call)
 {
-    if (__builtin_expect(pcm_os_fail_countdown < 0, 1))
+    if (__builtin_expect(pcm_os_fault.calls == 0, 1))
         return false;
-    return pcm_os_inject_slow();
+    return pcm_os_inject_slow(call);
 }
 
 /* ---- address space ---- */
@@ -55,7 +99,7 @@ size_t pcm_os_page_size(void)
 
 void *pcm_os_map(size_t bytes)
 {
-    if (bytes == 0 || pcm_os_inject()) {
+    if (bytes == 0 || pcm_os_inject(PCM_OS_CALL_MMAP)) {
         errno = ENOMEM;
         return NULL;
     }
@@ -113,7 +157,7 @@ void pcm_os_unmap(void *p, size_t bytes)
 
 bool pcm_os_decommit(void *p, size_t bytes)
 {
-    if (pcm_os_inject())
+    if (pcm_os_inject(PCM_OS_CALL_MADVISE))
         return false;
     /* MADV_DONTNEED, not MADV_FREE: on a private anonymous mapping it
      * drops the pages at once and the range reads as zeros, which callers
@@ -126,7 +170,7 @@ bool pcm_os_decommit(void *p, size_t bytes)
  * kernel refuses. */
 static void *pcm_os_mremap(void *p, size_t old_bytes, size_t new_bytes, int flags, void *target)
 {
-    if (new_bytes == 0 || pcm_os_inject()) {
+    if (new_bytes == 0 || pcm_os_inject(PCM_OS_CALL_MREMAP)) {
         errno = ENOMEM;
         return NULL;
     }

@@ -6,16 +6,24 @@
 
 #include "free_mark.h"
 
+/* The depth the object pushed onto `seen` would have.  A racy hint:
+ * `seen` may already be drained and reused (its word 1 rewritten by the
+ * drain or by its new owner while we read it); the value only decides
+ * whether to help drain.  Its own function so that ThreadSanitizer's
+ * suppression of this one deliberate race (tests/sanitize/tsan.supp) can
+ * name it and nothing else. */
+static inline pcm_word_t remote_depth_hint(pcm_word_t seen)
+{
+    pcm_word_t depth = seen ? (pcm_load_relaxed((volatile pcm_word_t *)seen + 1) & PCM_DEPTH_MASK) + 1 : 1;
+    return depth > PCM_DEPTH_MASK ? PCM_DEPTH_MASK : depth;
+}
+
 void pcm_remote_free(struct pcm_heap *owner, void *obj)
 {
     pcm_word_t seen = pcm_load_relaxed(&owner->remote);
     pcm_word_t depth;
     do {
-        /* A racy hint: `seen` may already be drained and reused; any value
-         * read from it only decides whether to help drain. */
-        depth = seen ? (pcm_load_relaxed((volatile pcm_word_t *)seen + 1) & PCM_DEPTH_MASK) + 1 : 1;
-        if (depth > PCM_DEPTH_MASK)
-            depth = PCM_DEPTH_MASK;
+        depth = remote_depth_hint(seen);
         *(pcm_word_t *)obj = seen;
         pcm_free_mark_set(obj, depth);
         /* release: the object's words are written before it can be drained */

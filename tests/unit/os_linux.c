@@ -321,6 +321,67 @@ PCM_TEST(os_fault_injection)
     pcm_os_fail_after(-1);
 }
 
+/* Each kind of call is counted and failed on its own; persistent failures
+ * go on until disarmed. */
+PCM_TEST(os_fault_injection_by_kind)
+{
+    size_t page = pcm_os_page_size();
+    unsigned char *p = pcm_os_map(page);
+    PCM_REQUIRE(p != NULL, "map failed");
+    memset(p, 0x5a, page);
+
+    /* Only mremap armed: maps and decommits pass and are not counted. */
+    pcm_os_fault_arm(PCM_OS_CALL_MREMAP, 1, false);
+    void *other = pcm_os_map(page);
+    PCM_CHECK(other != NULL, "a map failed while only mremap was armed");
+    PCM_CHECK(pcm_os_decommit(other, page), "a decommit failed while only mremap was armed");
+    errno = 0;
+    PCM_CHECK(pcm_os_remap_in_place(p, page, 2 * page) == NULL && errno == ENOMEM,
+              "the armed mremap did not fail (errno %d)", errno);
+    PCM_CHECK(pcm_os_fault_seen(PCM_OS_CALL_MREMAP) == 1 && pcm_os_fault_seen(PCM_OS_CALL_MMAP) == 0 &&
+                  pcm_os_fault_seen(PCM_OS_CALL_MADVISE) == 0,
+              "counted %lu mremap, %lu mmap, %lu madvise; want 1, 0, 0",
+              pcm_os_fault_seen(PCM_OS_CALL_MREMAP), pcm_os_fault_seen(PCM_OS_CALL_MMAP),
+              pcm_os_fault_seen(PCM_OS_CALL_MADVISE));
+    pcm_os_unmap(other, page);
+
+    /* madvise: the second one fails, once. */
+    pcm_os_fault_arm(PCM_OS_CALL_MADVISE, 2, false);
+    PCM_CHECK(pcm_os_decommit(p, page), "the first madvise failed");
+    errno = 0;
+    PCM_CHECK(!pcm_os_decommit(p, page) && errno == ENOMEM, "the second madvise did not fail");
+    PCM_CHECK(pcm_os_decommit(p, page), "the third madvise failed: the failure did not stop");
+    PCM_CHECK(pcm_os_fault_seen(PCM_OS_CALL_ANY) == 3, "counted %lu calls, want 3",
+              pcm_os_fault_seen(PCM_OS_CALL_ANY));
+
+    /* Persistent mmap failures, from the second on, until disarmed. */
+    pcm_os_fault_arm(PCM_OS_CALL_MMAP, 2, true);
+    void *first = pcm_os_map(page);
+    PCM_CHECK(first != NULL, "the first map failed");
+    for (int i = 0; i < 3; i++) {
+        errno = 0;
+        void *q = pcm_os_map(page);
+        PCM_CHECK(q == NULL && errno == ENOMEM, "persistent failure %d: %p errno %d", i, q, errno);
+    }
+    pcm_os_fault_disarm();
+    void *after = pcm_os_map(page);
+    PCM_CHECK(after != NULL, "a map failed after disarming");
+    pcm_os_unmap(after, page);
+    pcm_os_unmap(first, page);
+
+    /* A dry run counts without failing. */
+    pcm_os_fault_arm(PCM_OS_CALL_ANY, __LONG_MAX__, false);
+    for (int i = 0; i < 4; i++) {
+        void *q = pcm_os_map(page);
+        PCM_CHECK(q != NULL, "a counting-only arm failed map %d", i);
+        pcm_os_unmap(q, page);
+    }
+    PCM_CHECK(pcm_os_fault_seen(PCM_OS_CALL_MMAP) == 4, "dry run counted %lu maps, want 4",
+              pcm_os_fault_seen(PCM_OS_CALL_MMAP));
+    pcm_os_fault_disarm();
+    pcm_os_unmap(p, page);
+}
+
 /* ---- CPUs ---- */
 
 PCM_TEST(os_parse_cpu_list)
