@@ -188,9 +188,12 @@ test: all
 	@qemu/summarize.sh $(RESULTS) $(ARCH)-
 
 test-all:
-	@rm -rf build/results
+	@rm -rf build/results && mkdir -p build/results
 	-@for arch in x86_64 x86 arm64 generic; do \
-	    $(MAKE) --no-print-directory test ARCH=$$arch RESULTS=build/results || true; done
+	    if $(MAKE) --no-print-directory all ARCH=$$arch; then \
+	        $(MAKE) --no-print-directory test ARCH=$$arch RESULTS=build/results || true; \
+	    else echo "== [$$arch] the build failed: counted as a failure"; \
+	        echo "build 0 1" > build/results/$$arch-build.txt; fi; done
 	-@for suite in $(TEST_ALL_EXTRA); do \
 	    $(MAKE) --no-print-directory $$suite RESULTS=build/results || true; done
 	@echo "== [bench] make bench-quick (every benchmark, every allocator, tiny sizes)"
