@@ -7,6 +7,8 @@ ratios" whatever the metric, so that below 1.00 always means faster than
 the best peer: time / best time, or best throughput / throughput. Peak RSS
 ratios likewise: below 1.00 is smaller than the smallest peer. The best
 peer is chosen per cell column, among the peers that ran successfully.
+Variants of pcmalloc (BENCH_VARIANTS) are not peers: they get ratios to
+the best peer like pcmalloc does, and never become that best peer.
 
 No I/O here: records in, figures out.
 """
@@ -126,3 +128,17 @@ def fastpath_ratios(counts, allocators):
         best = min(peer_values) if peer_values else None
         ratios[size] = {n: (c.per_pair / best if best and c.ok else None) for n, c in row.items()}
     return ratios
+
+
+def versus(tables, name, other):
+    """name's time over other's, one per column where both ran cleanly: a
+    before/after comparison (below 1.00, name is faster), which needs no
+    peer in the run."""
+    found = []
+    for column in tables.values():
+        mine, theirs = column.get(name), column.get(other)
+        if mine is None or theirs is None or not mine.ok or not theirs.ok:
+            continue
+        if mine.value > 0 and theirs.value > 0:
+            found.append(_as_time(mine) / _as_time(theirs))
+    return found

@@ -35,11 +35,13 @@ class Count:
     detail: str = ""
 
 
-def _run(binary, preload, args, workdir, timeout_s):
-    """Total Ir inside measured_pairs, the program's stdout, and an error."""
+def _run(binary, preload, args, workdir, timeout_s, extra_env=None):
+    """Total Ir inside measured_pairs, the program's stdout, and an error.
+    extra_env: the allocator's own variables, for this count only."""
     out_file = os.path.join(workdir, "callgrind.out")
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env.update(extra_env or {})
     if preload:
         env["LD_PRELOAD"] = preload
     command = ["valgrind", "--tool=callgrind", f"--toggle-collect={FUNCTION}",
@@ -105,11 +107,12 @@ def loop_overhead(binary, size, args, timeout_s=300):
     return None if total is None else total / pairs, error
 
 
-def measure(binary, preload, size, args, overhead, timeout_s=300):
+def measure(binary, preload, size, args, overhead, timeout_s=300, extra_env=None):
     """Instructions per malloc+free pair for one allocator and size."""
     pairs = int(dict(a.split("=") for a in args)["pairs"])
     with tempfile.TemporaryDirectory() as workdir:
-        total, stdout, error = _run(binary, preload, [f"size={size}"] + args, workdir, timeout_s)
+        total, stdout, error = _run(binary, preload, [f"size={size}"] + args, workdir, timeout_s,
+                                    extra_env)
         if total is None:
             return Count(False, detail=error)
         reached = _reached(stdout)

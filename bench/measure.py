@@ -41,9 +41,13 @@ class Outcome:
         return self.status == "ok"
 
 
-def _environment(preload):
+def _environment(preload, extra_env=None):
+    """The launcher's environment: the runner's, the allocator's own
+    variables (a variant's settings, for this run only), and the preload
+    handed on to the program alone."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env.update(extra_env or {})
     env["BENCH_CHILD_PRELOAD"] = preload or ""
     return env
 
@@ -53,15 +57,16 @@ def _tail(data, lines=3):
     return " | ".join(text[-lines:])
 
 
-def run(spawn, argv, preload=None, timeout_s=120.0, pin_cpu=None):
-    """Runs argv once through the launcher spawn and returns its Outcome."""
+def run(spawn, argv, preload=None, timeout_s=120.0, pin_cpu=None, extra_env=None):
+    """Runs argv once through the launcher spawn and returns its Outcome;
+    extra_env: variables set for this run only."""
     with tempfile.TemporaryDirectory() as work:
         report_path = os.path.join(work, "report")
         command = [spawn, report_path, "-" if pin_cpu is None else str(pin_cpu)] + list(argv)
         with open(os.path.join(work, "out"), "w+b") as out, \
                 open(os.path.join(work, "err"), "w+b") as err:
             begin = time.monotonic()
-            process = subprocess.Popen(command, env=_environment(preload),
+            process = subprocess.Popen(command, env=_environment(preload, extra_env),
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                        start_new_session=True)
             try:

@@ -5,8 +5,10 @@ callgrind counts, and a summary of pcmalloc against the best peer.
 
 Each plot's data and gnuplot script are kept under plots/ beside the PNG,
 so a figure can be redrawn or restyled by hand. pcmalloc is always the
-thick red line or bar; a failed run leaves a gap and a red note on the
-plot, never a made-up value.
+thick red line or bar; its variants (BENCH_VARIANTS) each get a colour of
+their own from VARIANT_COLORS and a dashed line, so that a before/after
+pair reads apart from the solid lines of the peers. A failed run leaves a
+gap and a red note on the plot, never a made-up value.
 
 Returns error strings instead of raising: a missing or failing gnuplot
 costs the pictures, not the report.
@@ -27,6 +29,20 @@ COLORS = {
 # callgrind count in colours of their own.
 CONFIG_COLORS = ["#c6dbef", "#9ecae1", "#6baed6", "#3182bd", "#08519c", "#e377c2", "#8c564b"]
 SINGLE_COLOR = "#d62728"
+# Variants, in the order BENCH_VARIANTS gives them: none of the peers' colours.
+VARIANT_COLORS = ["#9467bd", "#17becf", "#8c564b", "#bcbd22", "#e377c2", "#393b79"]
+# Summary-plot marks of the variants (gnuplot point types: open shapes).
+VARIANT_POINTS = [6, 4, 8, 12, 10, 14]
+
+
+def style(allocator, allocators):
+    """(colour, gnuplot dash type) of an allocator's line, bar and legend:
+    a peer's fixed colour and a solid line, or the variant's by its place
+    among the variants and a dash pattern (2, 3, ...)."""
+    if not allocator.is_variant:
+        return COLORS.get(allocator.name, "#000000"), 1
+    index = [a.name for a in allocators if a.is_variant].index(allocator.name)
+    return VARIANT_COLORS[index % len(VARIANT_COLORS)], 2 + index
 
 
 def _terminal():
@@ -100,11 +116,12 @@ class Plotter:
                         label = f"{threads} pinned" if pinned else f"{threads} thr"
                         failures.append(f"{allocator.name} {cell.status} at {label}")
             blocks.append("\n".join(rows))
-            width = 3 if allocator.name == "pcmalloc" else 1.5
-            style = (f"with linespoints lw {width} pt 7 ps 1.1 "
-                     f"lc rgb '{COLORS.get(allocator.name, '#000000')}'")
-            plots_top.append(f"data index {index} using 1:2 {style} title '{allocator.name}'")
-            plots_bottom.append(f"data index {index} using 1:3 {style} notitle")
+            width = 3 if allocator.name == "pcmalloc" or allocator.is_variant else 1.5
+            color, dash = style(allocator, allocators)
+            line = f"with linespoints lw {width} dt {dash} pt 7 ps 1.1 lc rgb '{color}'"
+            plots_top.append(f"data index {index} using 1:2 {line} "
+                             f"title \"{_escape(allocator.name)}\"")
+            plots_bottom.append(f"data index {index} using 1:3 {line} notitle")
         note = ""
         if failures:
             text = "; ".join(failures[:6]) + (" ..." if len(failures) > 6 else "")
@@ -143,7 +160,7 @@ unset multiplot
         rows, failures = [], []
         for i, allocator in enumerate(allocators):
             cell = column.get(allocator.name)
-            color = int(COLORS.get(allocator.name, "#000000")[1:], 16)
+            color = int(style(allocator, allocators)[0][1:], 16)
             if cell and cell.ok:
                 ratio = f"{cell.time_ratio:.2f}x" if cell.time_ratio else ""
                 rss_ratio = f"{cell.rss_ratio:.2f}x" if cell.rss_ratio else ""
@@ -188,13 +205,13 @@ unset multiplot
             tics.append(f'"{_size_label(size)}" {centre}')
             for i, allocator in enumerate(allocators):
                 count = counts.get(size, {}).get(allocator.name)
-                color = int(COLORS.get(allocator.name, "#000000")[1:], 16)
+                color = int(style(allocator, allocators)[0][1:], 16)
                 x = g * (n + 1) + i
                 if count and count.ok:
                     rows.append(f"{x} {count.per_pair:.6g} {color} \"{count.per_pair:.0f}\"")
                 else:
                     rows.append(f"{x} 0 {color} \"fail\"")
-        legend = ", ".join(f"NaN with boxes lc rgb '{COLORS.get(a.name, '#000000')}' "
+        legend = ", ".join(f"NaN with boxes lc rgb '{style(a, allocators)[0]}' "
                            f"title '{a.name}'" for a in allocators)
         script = f"""
 set title "Fast path: instructions per malloc+free pair (callgrind; lower is better)\\n{{/*0.85 loop overhead subtracted; steady state after a warm-up}}"
@@ -215,17 +232,23 @@ plot data using 1:2:3 with boxes lc rgb variable notitle, \\
 
     # ---- the summary ----------------------------------------------------
 
-    def summary(self, name, groups, config_names, rss_groups, subtitle):
-        """groups: [(label, [(config index, ratio or None)])] drawn as bars
-        from 1 to the ratio on a log scale; rss_groups: [(label, ratio)]."""
+    def summary(self, name, groups, config_names, rss_groups, subtitle, variants=()):
+        """groups: [(label, [(config index, ratio or None, {variant: ratio
+        or None})])] drawn as bars from 1 to pcmalloc's ratio on a log
+        scale, each variant's ratio a mark on its bar; rss_groups:
+        [(label, ratio)]."""
         rows, tics, x = [], [], 0
+        marks = {v.name: [] for v in variants}
         for label, bars in groups:
             start = x
-            for config, ratio in bars:
+            for config, ratio, variant_ratios in bars:
                 color = int(CONFIG_COLORS[config % len(CONFIG_COLORS)][1:], 16)
                 if ratio:
                     low, high = min(ratio, 1.0), max(ratio, 1.0)
                     rows.append(f"{x} 1 {x - 0.4} {x + 0.4} {low:.6g} {high:.6g} {color}")
+                for variant, mark in marks.items():
+                    if variant_ratios.get(variant):
+                        mark.append(f"{x} {variant_ratios[variant]:.6g}")
                 x += 1
             tics.append(f'"{_escape(label)}" {(start + x - 1) / 2}')
             x += 1
@@ -236,8 +259,9 @@ plot data using 1:2:3 with boxes lc rgb variable notitle, \\
                 low, high = min(ratio, 1.0), max(ratio, 1.0)
                 rss_rows.append(f"{i} 1 {i - 0.35} {i + 0.35} {low:.6g} {high:.6g} "
                                 f"\"{ratio:.2f}\" {ratio:.6g}")
-        ratios = [r for _, bars in groups for _, r in bars if r] + \
-                 [r for _, r in rss_groups if r]
+        ratios = [r for _, bars in groups for _, r, _ in bars if r] + \
+                 [r for _, r in rss_groups if r] + \
+                 [float(m.split()[1]) for mark in marks.values() for m in mark]
         top = max(2.0, max(ratios, default=2.0) * 1.3)
         bottom = min(0.5, min(ratios, default=0.5) / 1.3)
         legend = ", ".join(f"NaN with boxes lc rgb '{CONFIG_COLORS[i % len(CONFIG_COLORS)]}' "
@@ -245,8 +269,10 @@ plot data using 1:2:3 with boxes lc rgb variable notitle, \\
         rss_path = os.path.join(self.work, name + "_rss.dat")
         with open(rss_path, "w", encoding="utf-8") as f:
             f.write("\n".join(rss_rows) + "\n")
+        mark_plots = self._variant_marks(name, marks, variants)
+        marks_note = "; marks: its variants" if variants else ""
         script = f"""
-set multiplot title "pcmalloc against the best peer (ratio; below 1 = pcmalloc better)\\n{{/*0.85 {_escape(subtitle)}}}"
+set multiplot title "pcmalloc against the best peer (ratio; below 1 = pcmalloc better{marks_note})\\n{{/*0.85 {_escape(subtitle)}}}"
 set style fill solid 0.9 border -1
 set logscale y 2
 set yrange [{bottom:.4g}:{top:.4g}]
@@ -261,7 +287,7 @@ set xrange [-1:{x - 1}]
 set xtics ({", ".join(tics)}) rotate by -25 nomirror
 set ylabel 'time / best peer time (fastpath: instructions)'
 set key outside right top title 'threads'
-plot data using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable notitle, {legend}
+plot data using 1:2:3:4:5:6:7 with boxxyerror lc rgb variable notitle, {legend}{mark_plots}
 set origin 0, 0
 set size 1, 0.45
 set tmargin 2
@@ -275,6 +301,24 @@ plot '{rss_path}' using 1:2:3:4:5:6 with boxxyerror lc rgb '{SINGLE_COLOR}' noti
 unset multiplot
 """
         return self._draw(name, (1200, 820, script), "\n".join(rows) + "\n")
+
+    def _variant_marks(self, name, marks, variants):
+        """Writes the variants' summary marks (one data block each) and
+        returns the plot clauses that draw them, "" without variants."""
+        if not variants:
+            return ""
+        path = os.path.join(self.work, name + "_variants.dat")
+        with open(path, "w", encoding="utf-8") as f:
+            # A block with no point would shift gnuplot's index numbering.
+            f.write("\n\n\n".join("\n".join(marks[v.name]) or "NaN NaN" for v in variants)
+                    + "\n")
+        clauses = []
+        for index, variant in enumerate(variants):
+            color, _ = style(variant, variants)
+            point = VARIANT_POINTS[index % len(VARIANT_POINTS)]
+            clauses.append(f"'{path}' index {index} using 1:2 with points pt {point} ps 1.6 "
+                           f"lw 2 lc rgb '{color}' title \"{_escape(variant.name)}\"")
+        return ", \\\n     " + ", \\\n     ".join(clauses)
 
 
 def _escape(text):

@@ -1,7 +1,8 @@
 """bench/report.py - writes build/bench/results.md: the machine, the
-allocators, an at-a-glance table of pcmalloc against the best peer, every
-failure with the command that reproduces it, then one table per benchmark
-(a row per allocator) with its plot. Also the raw CSV of every run.
+allocators, an at-a-glance table of pcmalloc (and its variants, if any)
+against the best peer, pcmalloc against each variant, every failure with
+the command that reproduces it, then one table per benchmark (a row per
+allocator) with its plot. Also the raw CSV of every run.
 
 Formatting only: every figure comes from aggregate.py, every picture from
 plot.py.
@@ -9,6 +10,10 @@ plot.py.
 
 import csv
 import os
+import statistics
+
+import aggregate
+from allocators import environment_text
 
 CSV_FIELDS = ["repetition", "benchmark", "threads", "pinned", "allocator", "status", "metric",
               "value", "unit", "checksum", "maxrss_kb", "wall_s", "args", "detail"]
@@ -77,6 +82,8 @@ class Report:
         self.s = settings
         self.machine = machine
         self.allocators = allocators
+        self.variants = [a for a in allocators if a.is_variant]
+        self.peers = {a.name for a in allocators if a.is_peer}
         self.benchmarks = benchmarks
         self.tables = tables
         self.best_peer = best_peer
@@ -96,6 +103,7 @@ class Report:
     def write(self, path):
         self._header()
         self._glance()
+        self._versus()
         self._failures()
         for number, benchmark in enumerate(self.benchmarks, 1):
             if benchmark.threaded:
@@ -134,22 +142,32 @@ class Report:
         self._out("## Machine", "", "| | |", "|---|---|")
         for what, value in self.machine:
             self._out(f"| {what} | {value} |")
-        self._out("", "## Allocators", "", "| allocator | LD_PRELOAD | version |", "|---|---|---|")
+        self._out("", "## Allocators", "", "| allocator | LD_PRELOAD | environment | version |",
+                  "|---|---|---|---|")
         for a in self.allocators:
             library = f"`{a.preload}`" if a.preload else "(none: the C library's malloc)"
-            self._out(f"| {a.name} | {library} | {a.version} |")
+            env = f"`{environment_text(a)}`" if a.env else ""
+            self._out(f"| {a.name} | {library} | {env} | {a.version} |")
         for a in self.s.skipped_allocators:
-            self._out(f"| {a.name} | not run: {a.problem} | {a.version} |")
+            self._out(f"| {a.name} | not run: {a.problem} | {environment_text(a)} | {a.version} |")
         self._out("")
+        if self.variants:
+            self._out("**Variants** of pcmalloc (`BENCH_VARIANTS`), run interleaved with the "
+                      "others: " + "; ".join(_variant_text(v) for v in self.variants) + ". "
+                      "They are not peers: the best peer is never a variant, and a variant's "
+                      "ratios are to the same best peer as pcmalloc's.", "")
 
     def _glance(self):
-        self._out("## At a glance: pcmalloc against the best peer", "")
+        self._out("## At a glance: pcmalloc "
+                  + ("and its variants " if self.variants else "") + "against the best peer", "")
         if "pcmalloc" not in {a.name for a in self.allocators}:
             self._out("pcmalloc was not part of this run.", "")
             return
         self._image("summary", "pcmalloc against the best peer")
+        variant_heads = "".join(f"{v.name} time vs best peer | " for v in self.variants)
         self._out("| benchmark | threads | pcmalloc | best peer | time vs best peer | "
-                  "peak RSS vs best peer |", "|---|---|---|---|---|---|")
+                  + variant_heads + "peak RSS vs best peer |",
+                  "|---|---|---|---|---|---|" + "---|" * len(self.variants))
         wins = close = losses = total = 0
         for benchmark in self.benchmarks:
             for key in self.s.configs(benchmark):
@@ -168,24 +186,64 @@ class Report:
                     flag = " ⚠" if ratio is not None and ratio > 2.0 else ""
                     self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
                               f"| {_value(mine)} | {peer_text} | {_ratio(ratio)}{flag} "
-                              f"| {_ratio(mine.rss_ratio)} |")
+                              f"| {self._variant_cells(column)}{_ratio(mine.rss_ratio)} |")
                 else:
                     self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
-                              f"| {_failure(mine)} | {peer_text} | | |")
+                              f"| {_failure(mine)} | {peer_text} | | "
+                              f"{self._variant_cells(column)}|")
         for size, row in self.fastpath.items():
             mine = row.get("pcmalloc")
             if not mine:
                 continue
             ratios = self.fastpath_ratios.get(size, {})
-            peers = [(n, c) for n, c in row.items() if n != "pcmalloc" and c.ok]
+            peers = [(n, c) for n, c in row.items() if n in self.peers and c.ok]
             best = min(peers, key=lambda nc: nc[1].per_pair) if peers else None
             peer_text = f"{best[0]} {best[1].per_pair:.0f} instr" if best else "-"
             value = f"{mine.per_pair:.0f} instr" if mine.ok else "**FAIL**"
+            variant_cells = "".join(
+                ("**FAIL** | " if row.get(v.name) and not row[v.name].ok
+                 else f"{_ratio(ratios.get(v.name))} | ") for v in self.variants)
             self._out(f"| fastpath (callgrind) | size {_size_label(size)} | {value} | {peer_text} "
-                      f"| {_ratio(ratios.get('pcmalloc'))} | |")
+                      f"| {_ratio(ratios.get('pcmalloc'))} | {variant_cells}|")
         self._out("", f"pcmalloc is at least as fast as the best peer in {wins} of {total} "
                   f"timed columns, within 10% in {close} more, and more than twice as slow in "
                   f"{losses} (marked ⚠).", "")
+
+    def _variant_cells(self, column):
+        """The glance table's cells of the variants, each ending in " | "."""
+        cells = []
+        for v in self.variants:
+            cell = column.get(v.name)
+            if cell is None:
+                cells.append("")
+            elif not cell.ok:
+                cells.append(_failure(cell))
+            else:
+                cells.append(_ratio(cell.time_ratio))
+        return "".join(f"{c} | " for c in cells)
+
+    def _versus(self):
+        """pcmalloc's time over each variant's, summarised over every timed
+        column: the before/after verdict, free of the peers' noise."""
+        if not self.variants or "pcmalloc" not in {a.name for a in self.allocators}:
+            return
+        self._out("## pcmalloc against its variants", "",
+                  "pcmalloc's time divided by the variant's, per timed column (benchmark and "
+                  "thread setting) where both ran cleanly: below 1.00 pcmalloc is faster. "
+                  "Differences within 5% are noise on a shared machine.", "",
+                  "| variant | columns | median | min | max | pcmalloc faster by >5% "
+                  "| within 5% | pcmalloc slower by >5% |", "|---|---|---|---|---|---|---|---|")
+        for v in self.variants:
+            ratios = aggregate.versus(self.tables, "pcmalloc", v.name)
+            if not ratios:
+                self._out(f"| {v.name} | 0 | | | | | | |")
+                continue
+            faster = sum(r < 0.95 for r in ratios)
+            slower = sum(r > 1.05 for r in ratios)
+            self._out(f"| {v.name} | {len(ratios)} | {statistics.median(ratios):.2f} "
+                      f"| {min(ratios):.2f} | {max(ratios):.2f} | {faster} "
+                      f"| {len(ratios) - faster - slower} | {slower} |")
+        self._out("")
 
     def _failures(self):
         self._out("## Failures", "")
@@ -309,9 +367,18 @@ class Report:
             "- Peak RSS is the kernel's maximum resident set size of the process (wait4's "
             "rusage), benchmark data included: compare allocators, not absolute values.",
             "- `spread` is (max - min) / median over the repetitions: the noise of this machine.",
+            "- Variants (`BENCH_VARIANTS`) are other builds or settings of pcmalloc, run "
+            "interleaved like every allocator. Their ratios are to the best *peer*, like "
+            "pcmalloc's, so pcmalloc's and a variant's ratios in one column compare directly; "
+            "\"pcmalloc against its variants\" divides them.",
             "- Raw data: `runs.csv` (every run); plot data and gnuplot scripts: `plots/`.",
             "- Reproduce one cell: `LD_PRELOAD=<library> build/bench/bin/<program> <arguments>`.",
             "")
+
+
+def _variant_text(variant):
+    env = environment_text(variant)
+    return f"**{variant.name}** `{variant.preload}`" + (f" with `{env}`" if env else "")
 
 
 def _size_label(size):

@@ -13,6 +13,10 @@ Environment knobs:
   BENCH_QUICK=1              1 repetition at reduced sizes: a smoke test
   BENCH_REPS=n               repetitions (default 3; quick: 1)
   BENCH_ALLOCATORS=a,b       only these (pcmalloc glibc jemalloc tcmalloc mimalloc)
+  BENCH_VARIANTS=v,w         extra rows of the library under test, each
+                             name=LIBRARY.so[:VAR=VALUE...]: preloaded like
+                             the others, VAR=VALUE set for its own runs only;
+                             never a peer (see bench/README.md)
   BENCH_ONLY=x,y             only these benchmarks (names as in bench/suite.py,
                              and fastpath for the callgrind count)
   BENCH_THREADS="1 2 4"      thread counts of the threaded benchmarks
@@ -63,6 +67,10 @@ class Settings:
         self.strict = env.get("BENCH_STRICT", "0") not in ("", "0")
         self.wanted_allocators = _list(env.get("BENCH_ALLOCATORS"))
         self.only = _list(env.get("BENCH_ONLY"))
+        try:
+            self.variants = allocator_discovery.parse_variants(env.get("BENCH_VARIANTS"))
+        except ValueError as error:
+            sys.exit(f"bench: BENCH_VARIANTS: {error}")
         self.fastpath_sizes = suite.FASTPATH_QUICK_SIZES if self.quick else suite.FASTPATH_SIZES
         fastpath = suite.FASTPATH_QUICK_ARGS if self.quick else suite.FASTPATH_ARGS
         self.fastpath_args = [f"{k}={v}" for k, v in fastpath.items()]
@@ -153,7 +161,7 @@ def run_suite(settings, bin_dir, allocators, log):
                     continue
                 argv = [os.path.join(bin_dir, benchmark.program)] + args
                 outcome = measure.run(spawn, argv, allocator.preload, settings.timeout_s,
-                                      pin_cpu=0 if pinned else None)
+                                      pin_cpu=0 if pinned else None, extra_env=allocator.env)
                 if outcome.status == "timeout":
                     timed_out.add(cell)
                 record = _record(repetition, benchmark, threads, pinned, allocator, args, outcome)
@@ -184,7 +192,8 @@ def run_fastpath(settings, bin_dir, allocators):
         counts[size] = {}
         for allocator in allocators:
             counts[size][allocator.name] = callgrind.measure(
-                binary, allocator.preload, size, settings.fastpath_args, overhead)
+                binary, allocator.preload, size, settings.fastpath_args, overhead,
+                extra_env=allocator.env)
         print(f"[callgrind] fastpath size={size:<4} " + "  ".join(
             f"{n} {c.per_pair:.0f}" if c.ok else f"{n} FAIL"
             for n, c in counts[size].items()), flush=True)
@@ -192,17 +201,32 @@ def run_fastpath(settings, bin_dir, allocators):
 
 
 def failures_of(records, bin_dir, allocators):
-    preload = {a.name: a.preload for a in allocators}
+    by_name = {a.name: a for a in allocators}
     found = []
     for r in records:
         if r["status"] == "ok":
             continue
         program = next(b.program for b in suite.BENCHMARKS if b.name == r["benchmark"])
-        command = (f"LD_PRELOAD={preload[r['allocator']]} " if preload[r["allocator"]] else "") \
-            + ("taskset -c 0 " if r["pinned"] else "") \
-            + shlex.quote(os.path.join(bin_dir, program)) + " " + r["args"]
-        found.append(dict(r, command=command))
+        found.append(dict(r, command=reproduce(by_name[r["allocator"]], r["pinned"],
+                                               os.path.join(bin_dir, program), r["args"])))
     return found
+
+
+def reproduce(allocator, pinned, program, args):
+    """The shell command that repeats one run, a variant's variables included."""
+    words = [f"{k}={shlex.quote(v)}" for k, v in allocator.env.items()]
+    if allocator.preload:
+        words.append(f"LD_PRELOAD={shlex.quote(allocator.preload)}")
+    if pinned:
+        words.append("taskset -c 0")
+    return " ".join(words + [shlex.quote(program), args])
+
+
+def with_variants(found, variants):
+    """The allocators in display order: pcmalloc, then its variants (so that
+    before and after sit next to each other), then the peers."""
+    mine = [a for a in found if not a.is_peer]
+    return mine + variants + [a for a in found if a.is_peer]
 
 
 def draw(settings, plotter, tables, allocators, fastpath, fastpath_ratios, best_peer):
@@ -211,6 +235,7 @@ def draw(settings, plotter, tables, allocators, fastpath, fastpath_ratios, best_
                 + ("; QUICK sizes" if settings.quick else ""))
     drawn = set()
     groups, rss_groups = [], []
+    variants = [a for a in allocators if a.is_variant]
     for benchmark in settings.benchmarks():
         keys = settings.configs(benchmark)
         title = f"{benchmark.name}: {benchmark.title}"
@@ -230,9 +255,10 @@ def draw(settings, plotter, tables, allocators, fastpath, fastpath_ratios, best_
             drawn.add(benchmark.name)
         bars = []
         for i, key in enumerate(keys):
-            cell = tables.get((benchmark.name, *key), {}).get("pcmalloc")
+            column = tables.get((benchmark.name, *key), {})
             config = 0 if not benchmark.threaded else i
-            bars.append((config, cell.time_ratio if cell is not None and cell.ok else None))
+            bars.append((config, _time_ratio(column.get("pcmalloc")),
+                         {v.name: _time_ratio(column.get(v.name)) for v in variants}))
         groups.append((benchmark.name, bars))
         rss_groups.append((benchmark.name, mine.rss_ratio if mine and mine.ok else None))
     names = [f"{t}" for t in settings.thread_counts]
@@ -243,14 +269,19 @@ def draw(settings, plotter, tables, allocators, fastpath, fastpath_ratios, best_
         names.append("callgrind instructions")
     for size, ratios in fastpath_ratios.items():
         groups.append((f"fastpath {'mixed' if size == 0 else size}",
-                       [(len(names) - 1, ratios.get("pcmalloc"))]))
+                       [(len(names) - 1, ratios.get("pcmalloc"),
+                         {v.name: ratios.get(v.name) for v in variants})]))
     if fastpath:
         if plotter.fastpath("fastpath", fastpath, list(fastpath), allocators):
             drawn.add("fastpath")
     if "pcmalloc" in {a.name for a in allocators}:
-        if plotter.summary("summary", groups, names, rss_groups, subtitle):
+        if plotter.summary("summary", groups, names, rss_groups, subtitle, variants):
             drawn.add("summary")
     return drawn
+
+
+def _time_ratio(cell):
+    return cell.time_ratio if cell is not None and cell.ok else None
 
 
 def main():
@@ -264,7 +295,8 @@ def main():
 
     machine_description = machine.describe()
     bin_dir = build(out_dir)
-    found = allocator_discovery.discover(library, settings.wanted_allocators)
+    found = with_variants(allocator_discovery.discover(library, settings.wanted_allocators),
+                          allocator_discovery.variant_allocators(settings.variants))
     allocators = [a for a in found if not a.problem]
     settings.skipped_allocators = [a for a in found if a.problem]
     for a in settings.skipped_allocators:
@@ -273,6 +305,10 @@ def main():
         sys.exit("bench: no allocator can be run")
     print(f"bench: {'quick' if settings.quick else 'full'} run, {settings.repetitions} "
           f"repetition(s), allocators: {' '.join(a.name for a in allocators)}", flush=True)
+    for a in allocators:
+        if a.is_variant:
+            print(f"bench: variant {a.name}: LD_PRELOAD={a.preload} "
+                  f"{allocator_discovery.environment_text(a)}".rstrip(), flush=True)
 
     log = report.RunLog(os.path.join(out_dir, "runs.csv"))
     records = run_suite(settings, bin_dir, allocators, log)
