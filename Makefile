@@ -220,10 +220,14 @@ bench: lib
 	python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench
 
 # The same at tiny sizes, one repetition, failing on any crash or wrong
-# checksum: part of test-all, so the benchmarks never rot.
+# checksum: part of test-all, so the benchmarks never rot. The runner's unit
+# test first; one variant (this build on its CAS fast path) keeps
+# BENCH_VARIANTS, which make bench-compare relies on, from rotting too.
 bench-quick: lib
 	scripts/bench_deps.sh
-	BENCH_QUICK=1 BENCH_STRICT=1 python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick
+	python3 bench/test_variants.py
+	BENCH_QUICK=1 BENCH_STRICT=1 BENCH_VARIANTS=pcmalloc-cas=$(BUILD)/libpcmalloc.so:PCMALLOC_RSEQ=0 \
+	    python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick
 
 clean:
 	rm -rf build
