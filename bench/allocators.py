@@ -168,13 +168,27 @@ def variant_allocators(variants):
     problem string when it cannot be run."""
     found = []
     for name, path, env in variants:
-        allocator = Allocator(name, path, False, "variant", env=env, is_variant=True)
+        allocator = Allocator(name, path, False, _variant_version(path), env=env,
+                              is_variant=True)
         if not os.path.exists(path):
             allocator.problem = f"{path} does not exist"
         elif not _preload_takes_effect(path, env):
             allocator.problem = f"LD_PRELOAD={path} does not take effect"
         found.append(allocator)
     return found
+
+
+def _variant_version(path):
+    """What LIBRARY.version says, when one lies beside the library (make
+    bench-compare writes the commit an old build came from there; a git
+    description of the library's directory would name the wrong tree), or
+    just "variant"."""
+    try:
+        with open(path + ".version", encoding="utf-8") as f:
+            text = f.readline().strip()
+    except OSError:
+        text = ""
+    return f"variant: {text}" if text else "variant"
 
 
 def environment_text(allocator):

@@ -147,7 +147,8 @@ class Report:
         for a in self.allocators:
             library = f"`{a.preload}`" if a.preload else "(none: the C library's malloc)"
             env = f"`{environment_text(a)}`" if a.env else ""
-            self._out(f"| {a.name} | {library} | {env} | {a.version} |")
+            # A commit subject (a variant's version) may hold a table's "|".
+            self._out(f"| {a.name} | {library} | {env} | {a.version.replace('|', '/')} |")
         for a in self.s.skipped_allocators:
             self._out(f"| {a.name} | not run: {a.problem} | {environment_text(a)} | {a.version} |")
         self._out("")

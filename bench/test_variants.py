@@ -10,6 +10,7 @@ Standard library only, no benchmark is run, well under a second.
 
 import os
 import sys
+import tempfile
 import unittest
 from types import SimpleNamespace
 from unittest import mock
@@ -73,6 +74,16 @@ class ParseVariants(unittest.TestCase):
     def test_runner_settings_carry_the_variants(self):
         with mock.patch.dict(os.environ, {"BENCH_VARIANTS": "cas=/l.so:PCMALLOC_RSEQ=0"}):
             self.assertEqual(run.Settings().variants, [("cas", "/l.so", {"PCMALLOC_RSEQ": "0"})])
+
+    def test_version_file_beside_the_library_names_the_build(self):
+        with tempfile.TemporaryDirectory() as work:
+            library = os.path.join(work, "libpcmalloc.so")
+            with open(library + ".version", "w", encoding="utf-8") as f:
+                f.write("commit 3959393 (Large allocation)\n")
+            self.assertEqual(allocators._variant_version(library),
+                             "variant: commit 3959393 (Large allocation)")
+            self.assertEqual(allocators._variant_version(os.path.join(work, "other.so")),
+                             "variant")
 
     def test_missing_library_is_a_problem_not_a_crash(self):
         found = allocators.variant_allocators([("gone", "/nonexistent/lib.so", {"A": "1"})])
