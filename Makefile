@@ -7,6 +7,7 @@
 #   make run                   real programs with pcmalloc preloaded, vs glibc
 #   make bench                 the benchmarks against the peers (build/bench/results.md)
 #   make bench-quick           the same at tiny sizes (part of test-all)
+#   make bench-compare BEFORE=<commit>   this build beside that commit's (mk/bench_compare.mk)
 #   make deps                  install (apt-get) what building and testing need
 #   make install [PREFIX=/usr/local DESTDIR=]   the library, header, pkg-config
 #                              file, pcmalloc command and man page (mk/drop_in.mk)
