@@ -21,7 +21,8 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
-# Display order in every table and plot: the library under test first.
+# Display order in every table and plot: the library under test first (its
+# variants, if any, follow it: bench/run.py's with_variants).
 ORDER = ["pcmalloc", "glibc", "jemalloc", "tcmalloc", "mimalloc"]
 
 # name -> (shared object, Debian package)
