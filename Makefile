@@ -216,19 +216,27 @@ endif
 
 # Benchmarks of the host build against glibc, jemalloc, tcmalloc and mimalloc:
 # build/bench/results.md and its plots (bench/README.md; BENCH_QUICK=1: a one-minute smoke test).
-bench: lib
+bench: lib rseq-simulation-lib
 	scripts/bench_deps.sh
-	python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench
+	BENCH_PCMALLOC_CALLGRIND=$(RSEQ_SIMULATION_LIB) python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench
+
+# The library callgrind counts pcmalloc's fast path with: valgrind has no
+# rseq, and this build (src/cpu.c, PCM_RSEQ_SIMULATION) then runs the rseq
+# path as CPU 0 - correct single-threaded only, so used for nothing else.
+RSEQ_SIMULATION_LIB := build/rseq-simulation/libpcmalloc.so
+.PHONY: rseq-simulation-lib
+rseq-simulation-lib:
+	@$(MAKE) --no-print-directory BUILD=build/rseq-simulation EXTRA_CFLAGS=-DPCM_RSEQ_SIMULATION $(RSEQ_SIMULATION_LIB)
 
 # The same at tiny sizes, one repetition, failing on any crash or wrong
 # checksum: part of test-all, so the benchmarks never rot. The runner's unit
 # test first; one variant (this build on its CAS fast path) keeps
 # BENCH_VARIANTS, which make bench-compare relies on, from rotting too.
-bench-quick: lib
+bench-quick: lib rseq-simulation-lib
 	scripts/bench_deps.sh
 	python3 bench/test_variants.py
 	BENCH_QUICK=1 BENCH_STRICT=1 BENCH_VARIANTS=pcmalloc-cas=$(BUILD)/libpcmalloc.so:PCMALLOC_RSEQ=0 \
-	    python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick
+	    BENCH_PCMALLOC_CALLGRIND=$(RSEQ_SIMULATION_LIB) python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick
 
 clean:
 	rm -rf build

@@ -24,6 +24,10 @@ Environment knobs:
   BENCH_SCALE=x              multiply each benchmark's work size by x
   BENCH_TIMEOUT=s            limit for one run (default 120 s; quick: 60 s)
   BENCH_STRICT=1             exit 1 when any run failed
+  BENCH_PCMALLOC_CALLGRIND=f pcmalloc's callgrind count with library f instead: a
+                             build with -DPCM_RSEQ_SIMULATION, which under valgrind
+                             (no rseq there) runs the rseq fast path as CPU 0, so
+                             the count is that path's (make bench passes one)
 
 It never stops for a failing allocator: a crash, hang, corrupt object or
 wrong checksum is recorded in its cell and listed in the report. It exits
@@ -65,6 +69,7 @@ class Settings:
         self.scale = float(env.get("BENCH_SCALE", "1"))
         self.timeout_s = float(env.get("BENCH_TIMEOUT", "60" if self.quick else "120"))
         self.strict = env.get("BENCH_STRICT", "0") not in ("", "0")
+        self.callgrind_library = env.get("BENCH_PCMALLOC_CALLGRIND") or None
         self.wanted_allocators = _list(env.get("BENCH_ALLOCATORS"))
         self.only = _list(env.get("BENCH_ONLY"))
         try:
@@ -191,8 +196,11 @@ def run_fastpath(settings, bin_dir, allocators):
     for size in settings.fastpath_sizes:
         counts[size] = {}
         for allocator in allocators:
+            preload = allocator.preload
+            if allocator.name == "pcmalloc" and settings.callgrind_library:
+                preload = os.path.abspath(settings.callgrind_library)
             counts[size][allocator.name] = callgrind.measure(
-                binary, allocator.preload, size, settings.fastpath_args, overhead,
+                binary, preload, size, settings.fastpath_args, overhead,
                 extra_env=allocator.env)
         print(f"[callgrind] fastpath size={size:<4} " + "  ".join(
             f"{n} {c.per_pair:.0f}" if c.ok else f"{n} FAIL"
