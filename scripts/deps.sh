@@ -12,6 +12,8 @@ default_packages=(
     python3 perl                           # real programs run under LD_PRELOAD
     pkgconf groff-base dash                # make test-drop-in: pkg-config, the man page, POSIX sh
     clang libclang-rt-14-dev               # make test-fuzz: libFuzzer and ASan/UBSan runtimes (mk/fuzz.mk)
+    libpython3.11-testsuite sqlite3 git    # ... (tests/programs/: CPython's own tests,
+    redis-server redis-tools               #      sqlite3, git, redis-server + redis-benchmark)
 )
 if [ $# -gt 0 ]; then
     packages=("$@")
@@ -29,5 +31,7 @@ fi
 echo "deps: installing ${missing[*]}"
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# A mirror in sync may fail one index (security, another architecture's):
+# the install below says whether what it needs came down.
+$sudo apt-get update -qq || echo "deps: apt-get update reported errors; installing anyway"
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -o DPkg::Lock::Timeout=300 -y -qq --no-install-recommends "${missing[@]}"
