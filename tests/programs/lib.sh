@@ -18,7 +18,22 @@ PCM_RUN_PRELOAD=${PCM_RUN_PRELOAD:-env LD_PRELOAD=$PCM_LIB}
 PCM_PROGRAM_ROOT=${PCM_PROGRAM_ROOT:-}
 PROGRAM_SCALE=${PROGRAM_SCALE:-100}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# at_exit COMMAND: run COMMAND (eval'd) when the test ends, however it ends
+# (a server to stop); then the work directory goes.  A signal (timeout's
+# TERM) ends the test through the same path.
+cleanups=()
+at_exit() {
+    cleanups+=("$1")
+}
+run_cleanups() {
+    local c
+    for c in "${cleanups[@]}"; do
+        eval "$c"
+    done
+    rm -rf "$work"
+}
+trap run_cleanups EXIT
+trap 'exit 143' TERM INT HUP
 
 compare_run() {
     local name=$1
@@ -43,24 +58,46 @@ compare_run() {
         head -10 "$work/plain.err"
         ok=0
     fi
-    # The report pcmalloc printed at exit: segments mapped and objects
-    # served prove its malloc, not glibc's, did the work.
-    local segments served
-    # (the table of src/stats_text.c: "mapped ... N segments", and the
-    # requests column of the size classes' "all" row)
-    segments=$(sed -n 's/^pcmalloc: mapped .* \([0-9][0-9]*\) segments.*/\1/p' "$work/pcm.err" | head -n 1)
-    served=$(awk '$1 == "pcmalloc:" && $2 == "all" {s += $3} END {print s + 0}' "$work/pcm.err")
-    if [ -z "$segments" ] || [ "$segments" -lt 1 ] || [ "$served" -lt 1 ]; then
+    local served
+    if ! served=$(pcm_served "$work/pcm.err"); then
         echo "FAIL $name: no pcmalloc statistics in its stderr: it did not serve the program"
         grep -v '^pcmalloc: ' "$work/pcm.err" | head -10
         ok=0
     fi
     if [ "$ok" -eq 1 ]; then
-        echo "ok   $name (same output, exit $pcm_rc; pcmalloc: $segments segments, $served objects served)"
-        passed=$((passed + 1))
+        pass "$name (same output, exit $pcm_rc; pcmalloc: $served)"
     else
         failed=$((failed + 1))
     fi
+}
+
+# pcm_served FILE: from the statistics pcmalloc prints at exit
+# (PCMALLOC_STATS=1) into FILE, "N segments, M objects served", summed over
+# every process that wrote there; status 1 when there are none.  Segments
+# mapped and objects served prove that its malloc, not glibc's, did the work.
+pcm_served() {
+    # (the table of src/stats_text.c: "mapped ... N segments, ..." and the
+    # requests column of the size classes' "all" row, once per process)
+    awk '$1 == "pcmalloc:" && $2 == "mapped" {
+             for (i = 3; i <= NF; i++) if ($i ~ /^segments/) segments += $(i - 1)
+             reports++
+         }
+         $1 == "pcmalloc:" && $2 == "all" { served += $3 }
+         END {
+             if (reports == 0 || segments < 1 || served < 1) exit 1
+             printf "%d segments, %d objects served%s\n", segments, served,
+                 (reports > 1) ? " in " reports " processes" : ""
+         }' "$1"
+}
+
+# pass MESSAGE / fail MESSAGE: one test's verdict, printed and counted.
+pass() {
+    echo "ok   $*"
+    passed=$((passed + 1))
+}
+fail() {
+    echo "FAIL $*"
+    failed=$((failed + 1))
 }
 
 # program NAME...: the path of the first program NAME found in usr/bin or
