@@ -13,6 +13,12 @@
 #   PROGRAM_SCALE    percent of the full workload (default 100)
 set -u
 : "${PCM_LIB:?PCM_LIB must name libpcmalloc.so}"
+# Absolute: tests run programs in other directories, whose children
+# inherit LD_PRELOAD.
+case $PCM_LIB in
+/*) ;;
+*) PCM_LIB=$PWD/$PCM_LIB ;;
+esac
 PCM_RUN=${PCM_RUN:-}
 PCM_RUN_PRELOAD=${PCM_RUN_PRELOAD:-env LD_PRELOAD=$PCM_LIB}
 PCM_PROGRAM_ROOT=${PCM_PROGRAM_ROOT:-}
