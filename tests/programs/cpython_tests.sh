@@ -70,6 +70,9 @@ fi
 if ! cmp -s "$work/plain.verdicts" "$work/pcm.verdicts"; then
     echo "FAIL $name: verdicts differ (< without pcmalloc, > with it):"
     diff "$work/plain.verdicts" "$work/pcm.verdicts" | head -20
+    # What the first few that failed with pcmalloc only said.
+    "$host_python" "$verdicts" "$work/pcm.xml" $(diff "$work/plain.verdicts" "$work/pcm.verdicts" |
+        sed -n 's/^> \(failure\|error\) //p' | head -n 3) | head -n 45
     ok=0
 fi
 if ! served=$(pcm_served "$work/pcm.err"); then

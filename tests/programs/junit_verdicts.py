@@ -1,6 +1,8 @@
-"""tests/programs/junit_verdicts.py FILE.xml - the verdict of every test case
-in a JUnit XML report (CPython's `-m test --junit-xml`), one line each,
-"<verdict> <test case>", sorted, for cpython_tests.sh to compare two runs.
+"""tests/programs/junit_verdicts.py FILE.xml [CASE...] - the verdict of every
+test case in a JUnit XML report (CPython's `-m test --junit-xml`), one line
+each, "<verdict> <test case>", sorted, for cpython_tests.sh to compare two
+runs; or, given test cases, the end of the message of each that did not
+pass (what a failure report shows).
 
 Sorted because `-j` runs the modules in parallel and writes them in the
 order they finish.  Only the verdict (ok, skipped, failure, error) counts,
@@ -19,11 +21,23 @@ def verdict(case):
     return "ok"
 
 
-def main(path):
-    lines = sorted(f"{verdict(case)} {case.get('name')}"
-                   for case in ET.parse(path).getroot().iter("testcase"))
-    print("\n".join(lines))
+def details(cases, wanted):
+    for case in cases:
+        if case.get("name") not in wanted or verdict(case) == "ok":
+            continue
+        node = case.find(verdict(case))
+        text = (node.text or node.get("message") or "").rstrip().splitlines()
+        print(f"--- {verdict(case)} {case.get('name')}")
+        print("\n".join(text[-12:]))
+
+
+def main(path, wanted):
+    cases = list(ET.parse(path).getroot().iter("testcase"))
+    if wanted:
+        details(cases, set(wanted))
+    else:
+        print("\n".join(sorted(f"{verdict(case)} {case.get('name')}" for case in cases)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])
