@@ -133,7 +133,8 @@ x86_64)
     run_suite cas "env PCMALLOC_RSEQ=0 PCM_TEST_EXPECT_FAST_PATH=cas" \
         "env PCMALLOC_RSEQ=0 PCM_TEST_EXPECT_FAST_PATH=cas LD_PRELOAD=$lib"
     audit_rseq x86_64
-    # Real programs of the host (python3, perl, sort, gcc) under LD_PRELOAD:
+    # Real programs of the host (tests/programs/*.sh: CPython's tests, sqlite3,
+    # git, redis, gcc, perl, sort, python3) under LD_PRELOAD:
     # only where the build is the host's own architecture.
     for script in tests/programs/*.sh; do
         [ "$(basename "$script")" = lib.sh ] || run_binary programs "$script" env PCM_LIB="$lib" bash
