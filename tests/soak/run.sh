@@ -54,8 +54,8 @@ echo "== [soak] $soak $seconds s with $(basename "$lib") preloaded$([ "$programs
 timeout $((seconds + 60)) env LD_PRELOAD="$lib" PCMALLOC_STATS=1 "$soak" "$seconds" >"$log" 2>&1
 rc=$?
 touch "$log.done"
-grep -v '^pcmalloc: stats:  ' "$log" | sed 's/^/  /'
-if [ "$rc" -eq 0 ] && grep -q '^soak: done.*no error$' "$log" && grep -q '^pcmalloc: stats: [0-9]* segments' "$log"; then
+grep -v '^pcmalloc: \( \+[0-9]\|(\)' "$log" | sed 's/^/  /'
+if [ "$rc" -eq 0 ] && grep -q '^soak: done.*no error$' "$log" && grep -q '^pcmalloc: mapped .* segments' "$log"; then
     echo "soak 1 0" >>"$out"
     echo "   [soak] soak: ok"
 else
