@@ -75,11 +75,37 @@ static void *reversed(void *chain)
     return done;
 }
 
-/* Cache the chain (owner's objects, the lock of owner held) on owner's
- * CPU in reverse, so its first object ends on top; what cannot be cached
- * goes back to the spans. */
-static void cache_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain)
+/* Make chain (owner's objects, the lock of owner held; links and depths
+ * written, the last object the bottom) the whole of owner's CPU's cache,
+ * if that cache is empty - the usual case: a refill found it empty, a
+ * flush just emptied it.  False (nothing done) otherwise. */
+static bool put_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain)
 {
+retry:
+    pcm_arch_rseq_put_if_empty(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, owner->index, chain, refused, aborted);
+    return true;
+aborted:
+    pcm_rseq_count_abort();
+    goto retry;
+refused: /* another CPU now, or the cache is not empty */
+    return false;
+}
+
+/* Cache the chain of `count` fresh objects (owner's, the lock of owner
+ * held) on owner's CPU, its first object on top: at once where the cache
+ * is empty, else one by one; what cannot be cached goes back to the
+ * spans. */
+static void cache_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain, unsigned count)
+{
+    if (!chain)
+        return;
+    if (count <= pcm_bin_shapes[cls].limit) {
+        unsigned depth = count; /* as on an empty cache */
+        for (void *obj = chain; obj; obj = *(void **)obj)
+            pcm_free_mark_set(obj, depth--);
+        if (put_chain_locked(owner, cls, chain))
+            return;
+    }
     chain = reversed(chain);
     while (chain) {
         void *next = *(void **)chain;
@@ -108,13 +134,15 @@ static void *refill(struct pcm_heap *h, unsigned cls)
     } else if ((obj = pop_any(cls)) == PCM_RSEQ_EMPTY) {
         /* (not refilled by another thread of this CPU meanwhile) */
         void *last;
-        if (pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, &obj, &last)) {
+        unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, &obj, &last);
+        if (count) {
             void *rest = *(void **)obj;
             if (__builtin_expect(pcm_fault_duplicate_refill, 0) && rest) {
                 *(void **)last = obj; /* obj is also cached: handed out twice */
                 *(void **)obj = NULL;
+                count++;
             }
-            cache_chain_locked(h, cls, rest);
+            cache_chain_locked(h, cls, rest, count - 1);
         }
     }
     pcm_heap_unlock(locked);
@@ -169,24 +197,25 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
         return;
     }
     h->stats.flushes++;
-    /* Keep the most recently freed half (warm in this CPU's cache), give
-     * the rest and obj back to their spans.  Empty if the thread has left
-     * h's CPU since the push found the cache full. */
-    void *keep = take_all_on(h, cls), *chain = keep;
-    for (unsigned kept = 1; chain && kept < pcm_bin_shapes[cls].limit / 2; kept++)
-        chain = *(void **)chain;
-    if (chain) {
-        void *rest = *(void **)chain;
-        *(void **)chain = NULL;
-        while (rest) {
-            void *next = *(void **)rest;
-            pcm_heap_return_locked(h, rest);
-            rest = next;
-        }
+    /* Give the top half and obj back to their spans, keep the bottom half:
+     * its depths, counted from the bottom, stay right, so it goes back as
+     * it is, in one section.  (The take is empty if the thread has left
+     * h's CPU since the push found the cache full.) */
+    void *chain = take_all_on(h, cls);
+    for (unsigned given = 0; chain && given < pcm_bin_shapes[cls].limit / 2; given++) {
+        void *next = *(void **)chain;
+        pcm_heap_return_locked(h, chain);
+        chain = next;
     }
     pcm_heap_return_locked(h, obj);
     pcm_heap_drain_remote_locked(h);
-    cache_chain_locked(h, cls, keep);
+    if (chain && !put_chain_locked(h, cls, chain)) {
+        while (chain) {
+            void *next = *(void **)chain;
+            pcm_heap_return_locked(h, chain);
+            chain = next;
+        }
+    }
     pcm_heap_unlock(h);
 }
 

@@ -191,6 +191,7 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
                 break;
             list_add(bin, span);
         }
+        uint32_t carved_before = span->carved;
         while (count < want) {
             pcm_word_t *obj = span->free;
             if (obj) {
@@ -198,7 +199,6 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
             } else if (span->carved < span->capacity) {
                 obj = (pcm_word_t *)(span->start + (uintptr_t)span->carved * span->object_size);
                 span->carved++;
-                pcm_segment_touched(pcm_segment_of(obj), (uintptr_t)obj, (uintptr_t)obj + span->object_size);
             } else {
                 break;
             }
@@ -210,6 +210,11 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
             last = obj;
             count++;
         }
+        /* The objects carved just now, in one go (they are contiguous). */
+        if (span->carved != carved_before)
+            pcm_segment_touched(pcm_segment_of((void *)span->start),
+                                span->start + (uintptr_t)carved_before * span->object_size,
+                                span->start + (uintptr_t)span->carved * span->object_size);
         if (!span->free && span->carved == span->capacity)
             list_remove(bin, span);
     }

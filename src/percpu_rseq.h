@@ -22,6 +22,9 @@
  *       aborted) - a statement that pushes obj or jumps to a label (full:
  *       the bin's limit, PCM_RSEQ_LIMIT_OFFSET above the slot, reached);
  *   pcm_arch_rseq_take_all(slot0, off, owner) -> chain, EMPTY, ABORTED;
+ *   pcm_arch_rseq_put_if_empty(slot0, off, owner, chain, refused, aborted)
+ *       - a statement that makes a ready chain (links and depths written)
+ *       the whole cache if the cache is empty, or jumps to a label;
  * where slot0 is CPU 0's slot of the class, slot n lies n * PCM_RSEQ_STRIDE
  * bytes above it, and off is the rseq area's offset from the thread
  * pointer (glibc's __rseq_offset).  "owner" operations act only when the

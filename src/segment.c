@@ -49,14 +49,20 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     return s;
 }
 
-/* First fit: segments hold few spans and this runs only when a bin has no
- * span left, so a linear scan of 1024 bits is cheap enough. */
+/* First fit over the page bitmap, a word of full pages skipped at once
+ * (a segment filling up with one-page spans would otherwise cost a scan of
+ * every page before it for each new span). */
 struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, unsigned pages)
 {
     if (s->free_pages < pages)
         return NULL;
     size_t run = 0;
     for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES; page++) {
+        if (page % PCM_WORD_BITS == 0 && s->page_used[page / PCM_WORD_BITS] == ~(pcm_word_t)0) {
+            run = 0;
+            page += PCM_WORD_BITS - 1;
+            continue;
+        }
         if (page_is_used(s, page)) {
             run = 0;
             continue;

@@ -128,3 +128,26 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         : "memory", "cc");
     return chain;
 }
+
+/* C: as in arch/x86_64/arch_rseq.h (put if empty).  Scratch: x9 (cpu,
+ * then the slot), x10 (the slot's top). */
+#define pcm_arch_rseq_put_if_empty(slot0_, off_, owner_, chain_, refused, aborted)              \
+    __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
+                 "1:\n\t"                                                                       \
+                 "ldr w9, [%[area], #4]\n\t"                                                    \
+                 "cmp w9, %w[owner]\n\t"                                                        \
+                 "b.ne %l[" #refused "]\n\t"                                                    \
+                 "madd x9, x9, %[stride], %[slot]\n\t"                                          \
+                 "ldr x10, [x9]\n\t"                                                            \
+                 "cbnz x10, %l[" #refused "]\n\t"                                               \
+                 "str %[chain], [x9]\n\t" /* commit */                                          \
+                 "2:\n\t"                                                                       \
+                 ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
+                 "4: b %l[" #aborted "]\n\t"                                                    \
+                 ".popsection\n\t"                                                              \
+                 :                                                                              \
+                 : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
+                   [owner] "r"((unsigned)(owner_)), [chain] "r"(chain_),                        \
+                   [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)                                    \
+                 : "x9", "x10", "memory", "cc"                                                  \
+                 : refused, aborted)

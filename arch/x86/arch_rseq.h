@@ -166,3 +166,26 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         : "eax", "memory", "cc");
     return chain;
 }
+
+/* C: as in arch/x86_64/arch_rseq.h (put if empty).  Scratch: eax (cpu,
+ * then the slot). */
+#define pcm_arch_rseq_put_if_empty(slot0_, off_, owner_, chain_, refused, aborted)              \
+    __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
+                 "1:\n\t"                                                                       \
+                 "movl %%gs:4(%[off]), %%eax\n\t"                                               \
+                 "cmpl %[owner], %%eax\n\t"                                                     \
+                 "jne %l[" #refused "]\n\t"                                                     \
+                 "imull %[stride], %%eax, %%eax\n\t"                                            \
+                 "addl %[slot], %%eax\n\t"                                                      \
+                 "cmpl $0, (%%eax)\n\t"                                                         \
+                 "jne %l[" #refused "]\n\t"                                                     \
+                 "movl %[chain], (%%eax)\n\t" /* commit */                                      \
+                 "2:\n\t"                                                                       \
+                 ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
+                 "4: jmp %l[" #aborted "]\n\t"                                                  \
+                 ".popsection\n\t"                                                              \
+                 :                                                                              \
+                 : [slot] "r"(slot0_), [off] "r"(off_), [owner] "r"((unsigned)(owner_)), [chain] "r"(chain_), \
+                   [anchor] "r"(pcm_rseq_anchor), [stride] "i"(PCM_RSEQ_STRIDE)                 \
+                 : "eax", "memory", "cc"                                                        \
+                 : refused, aborted)

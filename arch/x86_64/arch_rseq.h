@@ -156,3 +156,33 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         : "rax", "memory", "cc");
     return chain;
 }
+
+/*
+ * C:  cpu = area->cpu_id;
+ *     if (cpu != owner) goto refused;
+ *     if (slot0[cpu * stride] != 0) goto refused;
+ *     slot0[cpu * stride] = chain;                      <- commit
+ *     (abort: goto aborted)
+ * A whole chain into an empty cache at once: the caller wrote the chain's
+ * links and depths (counted from an empty cache) beforehand.
+ */
+#define pcm_arch_rseq_put_if_empty(slot0_, off_, owner_, chain_, refused, aborted)              \
+    __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
+                 "1:\n\t"                                                                       \
+                 "movl %%fs:4(%[off]), %%eax\n\t"                                               \
+                 "cmpl %k[owner], %%eax\n\t"                                                    \
+                 "jne %l[" #refused "]\n\t"                                                     \
+                 "imulq %[stride], %%rax, %%rax\n\t"                                            \
+                 "addq %[slot], %%rax\n\t"                                                      \
+                 "cmpq $0, (%%rax)\n\t"                                                         \
+                 "jne %l[" #refused "]\n\t"                                                     \
+                 "movq %[chain], (%%rax)\n\t" /* commit */                                      \
+                 "2:\n\t"                                                                       \
+                 ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
+                 "4: jmp %l[" #aborted "]\n\t"                                                  \
+                 ".popsection\n\t"                                                              \
+                 :                                                                              \
+                 : [slot] "r"(slot0_), [off] "r"(off_), [owner] "r"((unsigned)(owner_)),        \
+                   [chain] "r"(chain_), [stride] "i"(PCM_RSEQ_STRIDE)                           \
+                 : "rax", "memory", "cc"                                                        \
+                 : refused, aborted)
