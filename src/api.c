@@ -9,6 +9,7 @@
 #include "pcmalloc.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <malloc.h>
 #include <string.h>
 
@@ -436,11 +437,27 @@ void pcm_free_aligned_sized(void *p, size_t alignment, size_t size)
 
 /* ---- information and control ---- */
 
+/* Everything free goes back to the OS: the per-CPU caches to their spans,
+ * empty spans to their segments, free pages decommitted, cached large
+ * mappings unmapped.  glibc's pad (memory to keep) is not needed: nothing
+ * is kept but the objects in use. */
 int pcm_malloc_trim(size_t pad)
 {
     (void)pad;
     pcm_ensure_init();
-    return pcm_large_cache_trim() ? 1 : 0;
+    if (pcm_fast_path_is_rseq())
+        pcm_heap_flush_caches_rseq();
+    else
+        pcm_heap_flush_caches_cas();
+    size_t released = 0;
+    for (unsigned i = 0; i < pcm_heap_count; i++) {
+        struct pcm_heap *h = &pcm_heaps[i];
+        while (!pcm_heap_trylock(h))
+            sched_yield();
+        released += pcm_heap_trim_locked(h);
+        pcm_heap_unlock(h);
+    }
+    return (pcm_large_cache_trim() || released) ? 1 : 0;
 }
 
 void pcm_malloc_stats(void)

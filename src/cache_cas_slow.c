@@ -7,6 +7,7 @@
 #include "heap.h"
 
 #include <errno.h>
+#include <sched.h>
 
 #include "free_mark.h"
 #include "percpu_cache.h"
@@ -72,4 +73,22 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_heap_unlock(h);
     if (kept)
         pcm_cache_push_chain(&bin->cache, keep_first, keep_last, kept);
+}
+
+void pcm_heap_flush_caches_cas(void)
+{
+    for (unsigned i = 0; i < pcm_heap_count; i++) {
+        struct pcm_heap *h = &pcm_heaps[i];
+        while (!pcm_heap_trylock(h))
+            sched_yield();
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+            pcm_word_t *chain = pcm_cache_take_all(&h->bins[c].cache);
+            while (chain) {
+                pcm_word_t *next = (pcm_word_t *)chain[0];
+                pcm_heap_return_locked(h, chain);
+                chain = next;
+            }
+        }
+        pcm_heap_unlock(h);
+    }
 }

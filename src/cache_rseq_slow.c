@@ -11,6 +11,7 @@
 #include "heap.h"
 
 #include <errno.h>
+#include <sched.h>
 
 #include "free_mark.h"
 #include "percpu_rseq.h"
@@ -235,6 +236,43 @@ void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
         flush(h, cls, obj);
     else
         pcm_remote_free(h, obj);
+}
+
+/* On each CPU the thread may use, in turn: that CPU's caches, all
+ * classes, back to the spans. */
+void pcm_heap_flush_caches_rseq(void)
+{
+    cpu_set_t saved, one;
+    if (sched_getaffinity(0, sizeof saved, &saved))
+        return;
+    for (unsigned cpu = 0; cpu < pcm_heap_count && cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &saved))
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (sched_setaffinity(0, sizeof one, &one))
+            continue;
+        struct pcm_heap *h = &pcm_heaps[cpu];
+        while (!pcm_heap_trylock(h))
+            sched_yield();
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+            /* empty if the thread was moved off the CPU meanwhile */
+            void *chain = take_all_on(h, c);
+            while (chain) {
+                void *next = *(void **)chain;
+                pcm_heap_return_locked(h, chain);
+                chain = next;
+            }
+        }
+        pcm_heap_unlock(h);
+    }
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+#else
+
+void pcm_heap_flush_caches_rseq(void)
+{
 }
 
 #endif

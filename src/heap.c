@@ -227,3 +227,25 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
     *last_out = last;
     return count;
 }
+
+size_t pcm_heap_trim_locked(struct pcm_heap *h)
+{
+    pcm_heap_drain_remote_locked(h);
+    /* Spans with no object out, kept only as their bin's last span. */
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        struct pcm_span *span = h->bins[c].partial;
+        while (span) {
+            struct pcm_span *next = span->next;
+            if (span->used == 0) {
+                list_remove(&h->bins[c], span);
+                pcm_segment_span_release(pcm_segment_of((void *)span->start), span);
+                h->stats.spans_released++;
+            }
+            span = next;
+        }
+    }
+    size_t released = 0;
+    for (struct pcm_segment *s = h->segments; s; s = s->next)
+        released += pcm_segment_decommit_free(s);
+    return released;
+}

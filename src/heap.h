@@ -97,6 +97,13 @@ enum pcm_rseq_free_reason {
 };
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why) __attribute__((noinline, cold));
 
+/* Empty the per-CPU caches into their spans, for malloc_trim: every CPU's
+ * on the CAS path; on the rseq path, where only a thread on a CPU may
+ * touch its cache, the caller visits each CPU it is allowed on (its
+ * affinity is restored afterwards).  One of the two files below. */
+void pcm_heap_flush_caches_cas(void);
+void pcm_heap_flush_caches_rseq(void);
+
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
 
 /* Return every object on h's remote queue to its span. */
@@ -107,6 +114,10 @@ void pcm_heap_drain_remote_locked(struct pcm_heap *h);
 unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first, void **last);
 /* obj, an object of one of h's spans, goes back to its span. */
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
+/* Give back every span of h with no object out (after draining h's
+ * remote queue) and decommit the free pages of h's segments; the bytes
+ * given back to the OS.  Objects in per-CPU caches keep their spans. */
+size_t pcm_heap_trim_locked(struct pcm_heap *h);
 /* h's lock if free, else the first free one of the others (waiting when
  * all are busy); the heap it locked. */
 struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h);

@@ -123,3 +123,32 @@ void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
     mark_pages(s, first, span->pages, false);
     s->free_pages += span->pages;
 }
+
+static bool page_is_touched(const struct pcm_segment *s, size_t page)
+{
+    return (s->page_touched[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
+}
+
+size_t pcm_segment_decommit_free(struct pcm_segment *s)
+{
+    size_t released = 0;
+    for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES;) {
+        if (page_is_used(s, page) || !page_is_touched(s, page)) {
+            page++;
+            continue;
+        }
+        size_t first = page;
+        while (page < PCM_SEGMENT_PAGES && !page_is_used(s, page) && page_is_touched(s, page))
+            page++;
+        /* A refusal (fault injection, ENOMEM splitting a VMA) keeps the
+         * pages counted: they are still there. */
+        if (!pcm_os_decommit((char *)s + (first << PCM_PAGE_SHIFT), (page - first) << PCM_PAGE_SHIFT))
+            continue;
+        for (size_t p = first; p < page; p++)
+            s->page_touched[p / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (p % PCM_WORD_BITS));
+        released += (page - first) << PCM_PAGE_SHIFT;
+    }
+    if (released)
+        pcm_stats_decommitted(released);
+    return released;
+}

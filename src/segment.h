@@ -118,6 +118,12 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
  * no object was cut from cost nothing).  Caller holds the owner's lock. */
 void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end);
 
+/* Give back to the OS every page of s in no span that objects were ever
+ * written on, and forget it was touched; the bytes given back.  The pages
+ * stay mapped (reading them gives zeros), so a stale read of a CAS pop
+ * still cannot fault.  Caller holds the owner's lock. */
+size_t pcm_segment_decommit_free(struct pcm_segment *s);
+
 /* Give a span's pages back to its segment for other spans (they stay
  * committed: giving memory back to the OS after a delay is decay's job).
  * Caller holds the owner's lock; the span has no object outside it. */

@@ -42,6 +42,11 @@ void pcm_stats_committed(size_t bytes)
     grow(&totals.committed_bytes, &totals.peak_committed_bytes, bytes);
 }
 
+void pcm_stats_decommitted(size_t bytes)
+{
+    pcm_fetch_sub_acq_rel(&totals.committed_bytes, bytes);
+}
+
 static void large_grew(size_t bytes)
 {
     pcm_fetch_add_acq_rel(&totals.large_bytes, bytes);

@@ -30,6 +30,8 @@ struct pcm_stats_totals {
 
 void pcm_stats_segment_mapped(size_t bytes);
 void pcm_stats_committed(size_t bytes);
+/* Pages given back to the OS (they count as committed again once rewritten). */
+void pcm_stats_decommitted(size_t bytes);
 void pcm_stats_large_created(size_t bytes);
 void pcm_stats_large_resized(size_t old_bytes, size_t new_bytes);
 void pcm_stats_large_destroyed(size_t bytes);

@@ -1,0 +1,164 @@
+/*
+ * tests/stress/phase_trim.c - a program's phase ends: memory comes back.
+ *
+ * Threads allocate 1 GiB (256 MiB on 32-bit builds) of small objects of
+ * mixed sizes, writing every byte, then free them all - half their own,
+ * half a neighbour's (remote frees).  malloc_trim(0) must then say it
+ * released memory and bring the resident set back to within 64 MiB of
+ * where it was before the phase (relative, because under qemu-user the
+ * emulator's own memory is part of the process), and the committed-bytes
+ * statistic down with it.  Allocation works after the trim: a second,
+ * smaller phase is written and checked byte by byte.  /proc/self/statm
+ * gives the resident pages.
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "stats.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MIB ((size_t)1 << 20)
+#define PHASE_BYTES (sizeof(void *) == 8 ? 1024 * MIB : 256 * MIB)
+#define RSS_MARGIN (64 * MIB)
+
+struct phase {
+    unsigned threads;
+    size_t bytes_per_thread;
+    unsigned char ***objects; /* [thread] -> array of objects */
+    size_t *counts;
+    volatile int failed;
+};
+
+static size_t resident_bytes(void)
+{
+    char text[128] = {0};
+    int fd = open("/proc/self/statm", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    unsigned long size = 0, resident = 0;
+    const char *p = text;
+    while (*p >= '0' && *p <= '9')
+        size = size * 10 + (unsigned long)(*p++ - '0');
+    while (*p == ' ')
+        p++;
+    while (*p >= '0' && *p <= '9')
+        resident = resident * 10 + (unsigned long)(*p++ - '0');
+    (void)size;
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t object_size(uint64_t *rng)
+{
+    return 16 + (size_t)(pcm_test_rand(rng) % 1009);
+}
+
+static unsigned char object_byte(size_t i)
+{
+    return (unsigned char)(i * 131 + 7);
+}
+
+static void allocate(void *arg, unsigned index)
+{
+    struct phase *ph = arg;
+    uint64_t rng = pcm_test_seed() * 2 + 1 + index;
+    size_t capacity = ph->bytes_per_thread / 16 + 1, count = 0, bytes = 0;
+    unsigned char **objects = pcm_malloc(capacity * sizeof *objects);
+    if (!objects) {
+        ph->failed = 1;
+        return;
+    }
+    while (bytes < ph->bytes_per_thread && count < capacity) {
+        size_t size = object_size(&rng);
+        unsigned char *p = pcm_malloc(size);
+        if (!p) {
+            ph->failed = 2;
+            break;
+        }
+        memset(p, object_byte(count), size);
+        objects[count++] = p;
+        bytes += size;
+    }
+    ph->objects[index] = objects;
+    ph->counts[index] = count;
+}
+
+/* Thread i frees the odd objects of its own and the even ones of thread
+ * i + 1's: half the frees are remote. */
+static void release(void *arg, unsigned index)
+{
+    struct phase *ph = arg;
+    unsigned other = (index + 1) % ph->threads;
+    for (size_t i = 1; i < ph->counts[index]; i += 2)
+        pcm_free(ph->objects[index][i]);
+    for (size_t i = 0; i < ph->counts[other]; i += 2)
+        pcm_free(ph->objects[other][i]);
+}
+
+PCM_TEST(trim_after_phase_returns_memory)
+{
+    pcm_free(pcm_malloc(1));
+    size_t baseline = resident_bytes();
+    PCM_REQUIRE(baseline > 0, "cannot read /proc/self/statm");
+
+    struct phase ph;
+    memset(&ph, 0, sizeof ph);
+    ph.threads = pcm_test_threads();
+    ph.bytes_per_thread = PHASE_BYTES / ph.threads;
+    ph.objects = pcm_test_shared_alloc(ph.threads * sizeof *ph.objects);
+    ph.counts = pcm_test_shared_alloc(ph.threads * sizeof *ph.counts);
+    PCM_REQUIRE(ph.objects && ph.counts, "no shared memory");
+
+    PCM_REQUIRE(pcm_test_run_workers(ph.threads, allocate, &ph) == 0, "workers did not start");
+    PCM_REQUIRE(!ph.failed, "allocation failed (%d)", ph.failed);
+    size_t peak = resident_bytes();
+    PCM_REQUIRE(pcm_test_run_workers(ph.threads, release, &ph) == 0, "workers did not start");
+    for (unsigned t = 0; t < ph.threads; t++)
+        pcm_free(ph.objects[t]);
+
+    struct pcm_stats_totals before, after;
+    pcm_stats_totals_read(&before);
+    int released = pcm_malloc_trim(0);
+    size_t trimmed = resident_bytes();
+    pcm_stats_totals_read(&after);
+    pcm_test_printf("  %u threads, %zu MiB of objects: resident %zu MiB before, %zu MiB at the peak, %zu MiB "
+                    "after malloc_trim; committed %zu -> %zu MiB\n",
+                    ph.threads, (size_t)(PHASE_BYTES / MIB), baseline / MIB, peak / MIB, trimmed / MIB,
+                    (size_t)(before.committed_bytes / MIB), (size_t)(after.committed_bytes / MIB));
+    PCM_CHECK(released == 1, "malloc_trim(0) returned %d", released);
+    PCM_CHECK(peak > baseline + PHASE_BYTES / 2, "the phase never became resident (%zu MiB)", peak / MIB);
+    PCM_CHECK(trimmed < baseline + RSS_MARGIN, "resident %zu MiB after the trim, %zu MiB before the phase",
+              trimmed / MIB, baseline / MIB);
+    PCM_CHECK(after.committed_bytes < RSS_MARGIN, "committed %zu MiB after the trim",
+              (size_t)(after.committed_bytes / MIB));
+
+    /* Memory given back is usable again. */
+    enum { AGAIN = 20000 };
+    static unsigned char *again[AGAIN];
+    uint64_t rng = 12345;
+    for (size_t i = 0; i < AGAIN; i++) {
+        size_t size = object_size(&rng);
+        again[i] = pcm_malloc(size);
+        PCM_REQUIRE(again[i], "malloc after the trim failed");
+        memset(again[i], object_byte(i), size);
+    }
+    rng = 12345;
+    for (size_t i = 0; i < AGAIN; i++) {
+        size_t size = object_size(&rng);
+        for (size_t b = 0; b < size; b++)
+            if (again[i][b] != object_byte(i)) {
+                PCM_CHECK(0, "object %zu changed at byte %zu after the trim", i, b);
+                return;
+            }
+        pcm_free(again[i]);
+    }
+    pcm_test_shared_free(ph.objects, ph.threads * sizeof *ph.objects);
+    pcm_test_shared_free(ph.counts, ph.threads * sizeof *ph.counts);
+}
