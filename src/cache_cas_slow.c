@@ -9,8 +9,10 @@
 #include <errno.h>
 #include <sched.h>
 
+#include "decay.h"
 #include "free_mark.h"
 #include "percpu_cache.h"
+#include "remote.h"
 
 /* Cut a batch from the locked heap; return one, cache the rest there. */
 static void *refill_locked(struct pcm_heap *h, unsigned cls)
@@ -47,9 +49,11 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
 {
     struct pcm_bin *bin = &h->bins[cls];
     if (!pcm_heap_trylock(h)) {
-        /* Busy: exceed the bound for now (one more object); the next free
-         * to find the cache full flushes it. */
-        pcm_cache_push_chain(&bin->cache, obj, obj, 1);
+        /* Busy: onto h's remote queue, which its lock holders drain.  (Not
+         * one over the bound into the cache: under contention that let
+         * caches grow without limit, beyond what a flush or a decay tick
+         * ever reaches.) */
+        pcm_remote_free(h, obj);
         return;
     }
     h->stats.flushes++;
@@ -73,6 +77,7 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_heap_unlock(h);
     if (kept)
         pcm_cache_push_chain(&bin->cache, keep_first, keep_last, kept);
+    pcm_decay_maybe();
 }
 
 void pcm_heap_flush_caches_cas(void)

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sched.h>
 
+#include "decay.h"
 #include "free_mark.h"
 #include "percpu_rseq.h"
 #include "remote.h"
@@ -218,6 +219,7 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
         }
     }
     pcm_heap_unlock(h);
+    pcm_decay_maybe();
 }
 
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)

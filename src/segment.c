@@ -124,21 +124,27 @@ void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
     s->free_pages += span->pages;
 }
 
-static bool page_is_touched(const struct pcm_segment *s, size_t page)
+static bool page_is_free_touched(const struct pcm_segment *s, size_t page, bool stale)
 {
-    return (s->page_touched[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
+    size_t w = page / PCM_WORD_BITS;
+    pcm_word_t bits = ~s->page_used[w] & s->page_touched[w];
+    if (stale)
+        bits &= s->page_was_free[w];
+    return (bits >> (page % PCM_WORD_BITS)) & 1;
 }
 
-size_t pcm_segment_decommit_free(struct pcm_segment *s)
+/* Decommit the runs of pages of s in no span, touched, and (if `stale`)
+ * free at the last decay tick too. */
+static size_t decommit_where(struct pcm_segment *s, bool stale)
 {
     size_t released = 0;
     for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES;) {
-        if (page_is_used(s, page) || !page_is_touched(s, page)) {
+        if (!page_is_free_touched(s, page, stale)) {
             page++;
             continue;
         }
         size_t first = page;
-        while (page < PCM_SEGMENT_PAGES && !page_is_used(s, page) && page_is_touched(s, page))
+        while (page < PCM_SEGMENT_PAGES && page_is_free_touched(s, page, stale))
             page++;
         /* A refusal (fault injection, ENOMEM splitting a VMA) keeps the
          * pages counted: they are still there. */
@@ -150,5 +156,18 @@ size_t pcm_segment_decommit_free(struct pcm_segment *s)
     }
     if (released)
         pcm_stats_decommitted(released);
+    return released;
+}
+
+size_t pcm_segment_decommit_free(struct pcm_segment *s)
+{
+    return decommit_where(s, false);
+}
+
+size_t pcm_segment_decay(struct pcm_segment *s)
+{
+    size_t released = decommit_where(s, true);
+    for (size_t w = 0; w < PCM_SEGMENT_PAGES / PCM_WORD_BITS; w++)
+        s->page_was_free[w] = ~s->page_used[w] & s->page_touched[w];
     return released;
 }

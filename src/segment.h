@@ -77,6 +77,8 @@ struct pcm_segment {
     struct pcm_segment *next;     /* the owner heap's segments */
     pcm_word_t page_used[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     pcm_word_t page_touched[PCM_SEGMENT_PAGES / PCM_WORD_BITS]; /* objects were ever cut there */
+    /* Free and touched at the last decay tick (pcm_segment_decay). */
+    pcm_word_t page_was_free[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     struct pcm_span span[PCM_SEGMENT_PAGES];
 };
 
@@ -123,6 +125,12 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end);
  * stay mapped (reading them gives zeros), so a stale read of a CAS pop
  * still cannot fault.  Caller holds the owner's lock. */
 size_t pcm_segment_decommit_free(struct pcm_segment *s);
+
+/* A decay tick: decommit the pages of s that were free (in no span) and
+ * touched at the previous tick and still are - pages that stayed free for
+ * a whole tick period - and remember which are free now.  The bytes given
+ * back.  Caller holds the owner's lock. */
+size_t pcm_segment_decay(struct pcm_segment *s);
 
 /* Give a span's pages back to its segment for other spans (they stay
  * committed: giving memory back to the OS after a delay is decay's job).

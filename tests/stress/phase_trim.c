@@ -10,14 +10,21 @@
  * statistic down with it.  Allocation works after the trim: a second,
  * smaller phase is written and checked byte by byte.  /proc/self/statm
  * gives the resident pages.
+ *
+ * The same phase without malloc_trim: with PCMALLOC_PURGE_DELAY at 100 ms
+ * (set in pcm_opts directly), two bursts of frees a delay apart - decay
+ * ticks run on the free path, there is no background thread - must bring
+ * the resident set back within the same margin.
  */
 #include "harness.h"
 
 #include "pcmalloc.h"
 
+#include "init.h"
 #include "stats.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -102,6 +109,35 @@ static void release(void *arg, unsigned index)
         pcm_free(ph->objects[other][i]);
 }
 
+/* Allocate the phase across threads and free it all; the resident set at
+ * its peak, 0 on failure (reported). */
+static size_t run_phase(struct phase *ph)
+{
+    memset(ph, 0, sizeof *ph);
+    ph->threads = pcm_test_threads();
+    ph->bytes_per_thread = PHASE_BYTES / ph->threads;
+    ph->objects = pcm_test_shared_alloc(ph->threads * sizeof *ph->objects);
+    ph->counts = pcm_test_shared_alloc(ph->threads * sizeof *ph->counts);
+    if (!ph->objects || !ph->counts) {
+        PCM_CHECK(0, "no shared memory");
+        return 0;
+    }
+    if (pcm_test_run_workers(ph->threads, allocate, ph) != 0 || ph->failed) {
+        PCM_CHECK(0, "allocation failed (%d)", ph->failed);
+        return 0;
+    }
+    size_t peak = resident_bytes();
+    if (pcm_test_run_workers(ph->threads, release, ph) != 0) {
+        PCM_CHECK(0, "workers did not start");
+        return 0;
+    }
+    for (unsigned t = 0; t < ph->threads; t++)
+        pcm_free(ph->objects[t]);
+    pcm_test_shared_free(ph->objects, ph->threads * sizeof *ph->objects);
+    pcm_test_shared_free(ph->counts, ph->threads * sizeof *ph->counts);
+    return peak;
+}
+
 PCM_TEST(trim_after_phase_returns_memory)
 {
     pcm_free(pcm_malloc(1));
@@ -109,19 +145,8 @@ PCM_TEST(trim_after_phase_returns_memory)
     PCM_REQUIRE(baseline > 0, "cannot read /proc/self/statm");
 
     struct phase ph;
-    memset(&ph, 0, sizeof ph);
-    ph.threads = pcm_test_threads();
-    ph.bytes_per_thread = PHASE_BYTES / ph.threads;
-    ph.objects = pcm_test_shared_alloc(ph.threads * sizeof *ph.objects);
-    ph.counts = pcm_test_shared_alloc(ph.threads * sizeof *ph.counts);
-    PCM_REQUIRE(ph.objects && ph.counts, "no shared memory");
-
-    PCM_REQUIRE(pcm_test_run_workers(ph.threads, allocate, &ph) == 0, "workers did not start");
-    PCM_REQUIRE(!ph.failed, "allocation failed (%d)", ph.failed);
-    size_t peak = resident_bytes();
-    PCM_REQUIRE(pcm_test_run_workers(ph.threads, release, &ph) == 0, "workers did not start");
-    for (unsigned t = 0; t < ph.threads; t++)
-        pcm_free(ph.objects[t]);
+    size_t peak = run_phase(&ph);
+    PCM_REQUIRE(peak, "the phase failed");
 
     struct pcm_stats_totals before, after;
     pcm_stats_totals_read(&before);
@@ -159,6 +184,51 @@ PCM_TEST(trim_after_phase_returns_memory)
             }
         pcm_free(again[i]);
     }
-    pcm_test_shared_free(ph.objects, ph.threads * sizeof *ph.objects);
-    pcm_test_shared_free(ph.counts, ph.threads * sizeof *ph.counts);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t))
+        ;
+}
+
+/* Enough frees of one class to overflow this CPU's cache: a flush, which
+ * runs a decay tick when one is due. */
+static void burst_of_frees(void)
+{
+    enum { BURST = 4096 };
+    static void *objects[BURST];
+    for (unsigned i = 0; i < BURST; i++)
+        objects[i] = pcm_malloc(48);
+    for (unsigned i = 0; i < BURST; i++)
+        pcm_free(objects[i]);
+}
+
+PCM_TEST(decay_after_phase_returns_memory)
+{
+    pcm_free(pcm_malloc(1));
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 100;
+    pcm_malloc_trim(0); /* start from nothing kept */
+    size_t baseline = resident_bytes();
+    struct phase ph;
+    size_t peak = run_phase(&ph);
+    PCM_REQUIRE(peak, "the phase failed");
+    size_t freed = resident_bytes();
+    for (int tick = 0; tick < 2; tick++) {
+        sleep_ms(150);
+        burst_of_frees();
+    }
+    size_t decayed = resident_bytes();
+    pcm_opts.purge_delay_ms = saved_delay;
+    struct pcm_stats_totals totals;
+    pcm_stats_totals_read(&totals);
+    pcm_test_printf("  %zu MiB of objects: resident %zu MiB before, %zu MiB at the peak, %zu MiB when all was "
+                    "freed, %zu MiB two decay periods later (committed %zu MiB)\n",
+                    (size_t)(PHASE_BYTES / MIB), baseline / MIB, peak / MIB, freed / MIB, decayed / MIB,
+                    (size_t)(totals.committed_bytes / MIB));
+    PCM_CHECK(peak > baseline + PHASE_BYTES / 2, "the phase never became resident (%zu MiB)", peak / MIB);
+    PCM_CHECK(decayed < baseline + RSS_MARGIN, "resident %zu MiB after decay, %zu MiB before the phase",
+              decayed / MIB, baseline / MIB);
 }

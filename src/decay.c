@@ -1,0 +1,44 @@
+/*
+ * decay.c - the decay tick (decay.h).  Only heap locks that are free are
+ * taken (tried, never waited for), so a tick never blocks a free.  No
+ * malloc; the clock is the vDSO's.
+ */
+#include "decay.h"
+
+#include <time.h>
+
+#include "heap.h"
+#include "init.h"
+#include "segment.h"
+
+/* Milliseconds of CLOCK_MONOTONIC at the last tick; compared by unsigned
+ * difference, so a 32-bit wrap (49 days) is harmless. */
+static volatile pcm_word_t last_tick_ms;
+
+static pcm_word_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (pcm_word_t)ts.tv_sec * 1000u + (pcm_word_t)(ts.tv_nsec / 1000000);
+}
+
+void pcm_decay_maybe(void)
+{
+    pcm_word_t now = now_ms();
+    pcm_word_t last = pcm_load_relaxed(&last_tick_ms);
+    if (now - last < pcm_opts.purge_delay_ms)
+        return;
+    /* One thread ticks; the others go on (acq_rel: orders the ticks). */
+    if (!pcm_cas_acq_rel(&last_tick_ms, &last, now))
+        return;
+    for (unsigned i = 0; i < pcm_heap_count; i++) {
+        struct pcm_heap *h = &pcm_heaps[i];
+        if (!pcm_heap_trylock(h))
+            continue; /* busy: its segments wait for the next tick */
+        /* Objects freed from other CPUs keep their spans until drained. */
+        pcm_heap_drain_remote_locked(h);
+        for (struct pcm_segment *s = h->segments; s; s = s->next)
+            pcm_segment_decay(s);
+        pcm_heap_unlock(h);
+    }
+}

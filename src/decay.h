@@ -1,0 +1,18 @@
+/*
+ * decay.h - memory that stayed free goes back to the OS after
+ * PCMALLOC_PURGE_DELAY milliseconds, without a background thread: the
+ * free path's flushes call pcm_decay_maybe, and once per delay one of
+ * them runs a tick over every heap whose lock it can take.  A page is
+ * decommitted at the first tick that finds it free (in no span) and
+ * touched, as the tick before did (pcm_segment_decay) - so it stayed free
+ * for at least one period, at most two.  A program that stops calling
+ * free keeps its pages until malloc_trim(0).
+ */
+#ifndef PCM_DECAY_H
+#define PCM_DECAY_H
+
+/* Cheap when no tick is due: a clock read and a compare.  Call with no
+ * heap lock held. */
+void pcm_decay_maybe(void);
+
+#endif
