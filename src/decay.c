@@ -37,6 +37,8 @@ void pcm_decay_maybe(void)
             continue; /* busy: its segments wait for the next tick */
         /* Objects freed from other CPUs keep their spans until drained. */
         pcm_heap_drain_remote_locked(h);
+        /* A bin's last empty span too: once a period costs nothing. */
+        pcm_heap_release_empty_spans_locked(h);
         for (struct pcm_segment *s = h->segments; s; s = s->next)
             pcm_segment_decay(s);
         pcm_heap_unlock(h);

@@ -228,9 +228,8 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
     return count;
 }
 
-size_t pcm_heap_trim_locked(struct pcm_heap *h)
+void pcm_heap_release_empty_spans_locked(struct pcm_heap *h)
 {
-    pcm_heap_drain_remote_locked(h);
     /* Spans with no object out, kept only as their bin's last span. */
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         struct pcm_span *span = h->bins[c].partial;
@@ -244,6 +243,12 @@ size_t pcm_heap_trim_locked(struct pcm_heap *h)
             span = next;
         }
     }
+}
+
+size_t pcm_heap_trim_locked(struct pcm_heap *h)
+{
+    pcm_heap_drain_remote_locked(h);
+    pcm_heap_release_empty_spans_locked(h);
     size_t released = 0;
     for (struct pcm_segment *s = h->segments; s; s = s->next)
         released += pcm_segment_decommit_free(s);

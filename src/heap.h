@@ -118,6 +118,9 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
  * remote queue) and decommit the free pages of h's segments; the bytes
  * given back to the OS.  Objects in per-CPU caches keep their spans. */
 size_t pcm_heap_trim_locked(struct pcm_heap *h);
+/* Give back every span of h with no object out, also the one a bin keeps
+ * to avoid cutting a new span on every refill (trim and decay ticks). */
+void pcm_heap_release_empty_spans_locked(struct pcm_heap *h);
 /* h's lock if free, else the first free one of the others (waiting when
  * all are busy); the heap it locked. */
 struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h);
