@@ -25,9 +25,10 @@
 #
 # Settings for the guest go on the kernel command line, which hands them
 # to init as its environment: PCM_TEST_EXPECT_CPUS=4 (stress_cpu_spread
-# must find the 4 CPUs, not skip), PCM_TEST_EXPECT_VARIANT on arm64, and
-# PCM_VM_TEST_SCALE / PCM_VM_TEST_THREADS, passed on as PCM_TEST_SCALE /
-# PCM_TEST_THREADS when set.
+# must find the 4 CPUs, not skip), PCM_TEST_EXPECT_VARIANT on arm64,
+# PCM_VM_FAST_PATHS (qemu/vm-suite.sh), and PCM_VM_TEST_SCALE /
+# PCM_VM_TEST_THREADS, passed on as PCM_TEST_SCALE / PCM_TEST_THREADS
+# when set.
 set -u
 arch=$1
 build=$2
@@ -60,6 +61,11 @@ x86)
     exit 2
     ;;
 esac
+# Every binary on each fast path the build has: the CAS one always, the
+# restartable sequences where the arch module defines them.
+fast_paths=cas
+grep -qs '^#define PCM_ARCH_RSEQ\b' arch/"$arch"/*.h && fast_paths=rseq,cas
+guest_env="$guest_env PCM_VM_FAST_PATHS=$fast_paths"
 [ -n "${PCM_VM_TEST_SCALE:-}" ] && guest_env="$guest_env PCM_TEST_SCALE=$PCM_VM_TEST_SCALE"
 [ -n "${PCM_VM_TEST_THREADS:-}" ] && guest_env="$guest_env PCM_TEST_THREADS=$PCM_VM_TEST_THREADS"
 guest_env="$guest_env PCM_TEST_EXPECT_CPUS=$cpus"

@@ -5,10 +5,17 @@
 # LD_PRELOAD=/pcm/libpcmalloc.so.  Both are globbed, so a test added to
 # the build is picked up without touching this file.
 #
+# Once per fast path in PCM_VM_FAST_PATHS (comma-separated, "cas" when
+# unset; qemu/run-vm.sh adds "rseq" where the arch module has restartable
+# sequences): "rseq" runs as the allocator chooses on this kernel, "cas"
+# with PCMALLOC_RSEQ=0, and each with PCM_TEST_EXPECT_FAST_PATH naming the
+# path the allocator must have chosen (tests/unit/fast_path.c checks it).
+#
 # What it prints, for qemu/run-vm.sh to read off the serial console:
 #   - each binary's own output, indented (so no line of it can be taken
 #     for one of ours);
-#   - per binary "PCM-VM-RESULT <name> <passed> <failed>", at column 0;
+#   - per binary "PCM-VM-RESULT <path>/<name> <passed> <failed>", at
+#     column 0;
 #   - last, "N passed, N failed" for them all, at column 0.
 # A binary that dies, times out (PCM_VM_TEST_TIMEOUT seconds, 300 by
 # default) or prints no summary of its own counts as one failure, so a
@@ -18,19 +25,20 @@ total_passed=0
 total_failed=0
 ran=0
 
-# run_binary KIND BINARY [PRELOAD]: run one harness binary and report it.
+# run_binary PATH KIND BINARY [PRELOAD]: run one harness binary on fast
+# path PATH and report it.
 run_binary() {
-    kind=$1
-    binary=$2
-    preload=$3
-    name=${binary##*/}
+    path=$1
+    kind=$2
+    binary=$3
+    preload=$4
+    name=$path/${binary##*/}
     echo "== [vm-$kind] $name"
     start=$(date +%s)
-    if [ -n "$preload" ]; then
-        LD_PRELOAD=$preload timeout "$timeout_s" "$binary" >/tmp/log 2>&1
-    else
+    rseq=1
+    [ "$path" = cas ] && rseq=0
+    env PCMALLOC_RSEQ=$rseq PCM_TEST_EXPECT_FAST_PATH="$path" ${preload:+LD_PRELOAD=$preload} \
         timeout "$timeout_s" "$binary" >/tmp/log 2>&1
-    fi
     rc=$?
     sed 's/^/  /' /tmp/log
     summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' /tmp/log | tail -n 1)
@@ -55,11 +63,16 @@ run_binary() {
     ran=$((ran + 1))
 }
 
-for binary in /pcm/tests/*; do
-    [ -f "$binary" ] && [ -x "$binary" ] && run_binary tests "$binary"
+IFS=,
+set -- ${PCM_VM_FAST_PATHS:-cas}
+unset IFS
+for path in "$@"; do
+    for binary in /pcm/tests/*; do
+        [ -f "$binary" ] && [ -x "$binary" ] && run_binary "$path" tests "$binary"
+    done
+    for binary in /pcm/preload/*; do
+        [ -f "$binary" ] && [ -x "$binary" ] && run_binary "$path" preload "$binary" /pcm/libpcmalloc.so
+    done
 done
-for binary in /pcm/preload/*; do
-    [ -f "$binary" ] && [ -x "$binary" ] && run_binary preload "$binary" /pcm/libpcmalloc.so
-done
-echo "== [vm] $ran binaries"
+echo "== [vm] $ran runs of a binary (fast paths: $*)"
 echo "$total_passed passed, $total_failed failed"
