@@ -100,13 +100,15 @@ qemu/vm-initramfs.sh "$build" "$sysroot" "build/vm/$debarch/busybox" "$out/initr
 echo "== [vm] ${machine[*]}, booting build/vm/$debarch/vmlinuz (time-out ${vm_timeout}s)"
 start=$(date +%s)
 # -no-reboot: a reboot (and a panic, with panic=-1) ends QEMU at once.
-# Serial console on stdio, nothing read from stdin.  No network device:
+# Serial console on stdio, nothing read from stdin, its CRs dropped line
+# by line (sed -u: tr would hold the console back in blocks, and a
+# watcher would see nothing for minutes).  No network device:
 # the guest needs none, and -nic none keeps QEMU from wanting its ROM.
 timeout --kill-after=10 "$vm_timeout" "${machine[@]}" -m 2G -accel tcg,thread=multi \
     -kernel "build/vm/$debarch/vmlinuz" -initrd "$out/initramfs.cpio.gz" \
     -append "console=$console panic=-1 quiet $guest_env" \
     -display none -monitor none -serial stdio -nic none -no-reboot </dev/null 2>&1 |
-    tr -d '\r' | tee "$out/console.log"
+    sed -u 's/\r//g' | tee "$out/console.log"
 rc=${PIPESTATUS[0]}
 seconds=$(($(date +%s) - start))
 
