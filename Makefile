@@ -14,6 +14,9 @@
 #   make uninstall             the same files, removed
 #   make test-drop-in          the command, options, statistics and install as a
 #                              user meets them (part of test-all)
+#   make test-vm ARCH=arm64|x86   that build's tests on a whole emulated 4-CPU
+#                              machine with Debian's kernel (mk/vm.mk; not in test-all)
+#   make test-vm-all           both machines, one summary line at the end
 
 HOST_MACHINE := $(shell uname -m)
 HOST_ARCH := $(patsubst i%86,x86,$(patsubst aarch64,arm64,$(HOST_MACHINE)))

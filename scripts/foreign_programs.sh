@@ -14,13 +14,13 @@
 #     PYTHONHOME = <root>/usr, PERL5LIB = <root>/usr/lib/<triplet>/perl-base
 # (qemu/run-tests.sh sets them), the programs by absolute path in <root>.
 #
-# The system changes only by `dpkg --add-architecture ARCH` and `apt-get
-# update` when that architecture's package lists are missing (both need
-# network and root, or sudo).  Idempotent: once complete, a second run only
-# checks its stamp, with no network.  Exit status non-zero when anything is
+# The system changes only as scripts/debian_fetch.sh says (the architecture
+# added to dpkg, its package lists fetched).  Idempotent: once complete, a
+# second run only checks its stamp, with no network.  Exit status non-zero when anything is
 # missing and could not be fetched.
 set -eu
 cd "$(dirname "$0")/.."
+. scripts/debian_fetch.sh
 arch=${1:-}
 case "$arch" in
 i386 | arm64) ;;
@@ -50,24 +50,7 @@ if [ -f "$stamp" ] && [ "$(head -n 1 "$stamp")" = "${wanted[*]}" ]; then
     exit 0
 fi
 
-sudo=
-[ "$(id -u)" -eq 0 ] || sudo=sudo
-lists=/var/lib/apt/lists
-have_lists() {
-    compgen -G "$lists/*_binary-${arch}_Packages*" >/dev/null
-}
-if [ "$(dpkg --print-architecture)" != "$arch" ] &&
-    ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
-    say "dpkg --add-architecture $arch"
-    $sudo dpkg --add-architecture "$arch" || die "could not add the architecture $arch"
-fi
-if ! have_lists; then
-    say "apt-get update (no $arch package lists yet)"
-    # A mirror in sync may fail one index (security, updates): what matters
-    # is that the main lists of $arch came down.
-    $sudo apt-get update -qq || true
-    have_lists || die "no $arch package lists after apt-get update (no network?)"
-fi
+debian_fetch_lists "$arch" || die "cannot read the $arch package lists"
 
 # Resolve the dependencies (Depends and Pre-Depends; of alternatives, the
 # first real package) for $arch only, from one recursive apt-cache call
@@ -115,19 +98,7 @@ order=$(awk -v arch="$arch" -v wanted="${wanted[*]}" -v skip="$skip" '
 mapfile -t packages <<<"$order"
 
 # Download what is not cached yet (one deb per package, any version).
-mkdir -p "$dir/debs"
-missing=()
-for p in "${packages[@]}"; do
-    compgen -G "$dir/debs/${p}_*_${arch}.deb" >/dev/null ||
-        compgen -G "$dir/debs/${p}_*_all.deb" >/dev/null || missing+=("$p:$arch")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    say "apt-get download ${missing[*]}"
-    sandbox=()
-    [ "$(id -u)" -ne 0 ] || sandbox=(-o APT::Sandbox::User=root)
-    (cd "$dir/debs" && apt-get download -qq "${sandbox[@]}" "${missing[@]}") ||
-        die "apt-get download failed (no network?)"
-fi
+debian_fetch_debs "$dir/debs" "$arch" "${packages[@]}" || die "could not download the packages"
 
 # Unpack everything into a fresh root; a deb that does not unpack is
 # removed so that the next run fetches it again.
@@ -135,8 +106,7 @@ rm -rf "$root.tmp"
 mkdir -p "$root.tmp"
 debs=()
 for p in "${packages[@]}"; do
-    deb=$(compgen -G "$dir/debs/${p}_*_${arch}.deb" || compgen -G "$dir/debs/${p}_*_all.deb")
-    deb=$(echo "$deb" | sort -V | tail -n 1)
+    deb=$(debian_cached_deb "$dir/debs" "$arch" "$p") || die "no deb of $p in $dir/debs"
     if ! dpkg-deb -x "$deb" "$root.tmp"; then
         rm -f "$deb"
         die "could not unpack $deb (removed; run again)"
