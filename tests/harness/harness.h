@@ -98,6 +98,22 @@ const char *pcm_test_getenv(const char *name);
 uint64_t pcm_test_clock_ns(void);
 void pcm_test_exit(int code) __attribute__((noreturn));
 
+/* ---- libc platform only (death and fault tests) ---- */
+
+/* How a child of pcm_test_run_child ended. */
+struct pcm_test_child {
+    bool ran;        /* forked and reaped */
+    bool signaled;   /* killed by a signal ... */
+    int signal;      /* ... this one */
+    int exit_status; /* else its exit status (-1 if neither) */
+    char text[2048]; /* the start of its stderr */
+};
+
+/* Run child(arg) in a forked process - no core dump, SIGALRM after
+ * watchdog_s seconds (a hang fails too, instead of sticking the test),
+ * stderr captured - and exit with its return value. */
+struct pcm_test_child pcm_test_run_child(int (*child)(void *arg), void *arg, unsigned watchdog_s);
+
 /* Harness entry: runs every registered test (or those whose name contains
  * PCM_TEST_FILTER), prints the summary, returns the exit code. */
 int pcm_test_main(void);

@@ -8,7 +8,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -108,4 +111,48 @@ void pcm_test_exit(int code)
 int main(void)
 {
     return pcm_test_main();
+}
+
+struct pcm_test_child pcm_test_run_child(int (*child)(void *arg), void *arg, unsigned watchdog_s)
+{
+    struct pcm_test_child out;
+    memset(&out, 0, sizeof out);
+    int fds[2];
+    if (pipe(fds))
+        return out;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return out;
+    }
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        alarm(watchdog_s);
+        close(fds[0]);
+        dup2(fds[1], 2);
+        close(fds[1]);
+        _exit(child(arg));
+    }
+    close(fds[1]);
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fds[0], out.text + len, sizeof out.text - 1 - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (len == sizeof out.text - 1)
+            break;
+    }
+    out.text[len] = '\0';
+    close(fds[0]);
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        return out;
+    out.ran = true;
+    out.signaled = WIFSIGNALED(status);
+    out.signal = out.signaled ? WTERMSIG(status) : 0;
+    out.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return out;
 }

@@ -54,59 +54,27 @@ static void *about_to_misuse(void *p)
     return p;
 }
 
-struct outcome {
-    bool ran;
-    bool signaled;
-    int signal;
-    int exit_status;
-    char text[2048];
+/* misuse() in a child, through pcm_test_run_child. */
+struct misuse_call {
+    void (*misuse)(void);
 };
 
-/* Run misuse() in a child with stderr captured. */
-static struct outcome run_in_child(void (*misuse)(void))
+static int call_misuse(void *arg)
 {
-    struct outcome out;
+    ((struct misuse_call *)arg)->misuse();
+    return 0; /* survived */
+}
+
+/* Run misuse() in a child with stderr captured. */
+static struct pcm_test_child run_in_child(void (*misuse)(void))
+{
+    struct pcm_test_child out;
     memset(&out, 0, sizeof out);
-    int fds[2];
-    if (!shared_page() || pipe(fds))
+    if (!shared_page())
         return out;
     shared_page()->pointer = NULL;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return out;
-    }
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        alarm(CHILD_WATCHDOG); /* a hang is a failure too, not a stuck test */
-        close(fds[0]);
-        dup2(fds[1], 2);
-        close(fds[1]);
-        misuse();
-        _exit(0); /* survived */
-    }
-    close(fds[1]);
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fds[0], out.text + len, sizeof out.text - 1 - len);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        if (len == sizeof out.text - 1)
-            break;
-    }
-    out.text[len] = '\0';
-    close(fds[0]);
-    int status;
-    if (waitpid(pid, &status, 0) != pid)
-        return out;
-    out.ran = true;
-    out.signaled = WIFSIGNALED(status);
-    out.signal = out.signaled ? WTERMSIG(status) : 0;
-    out.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return out;
+    struct misuse_call call = {misuse};
+    return pcm_test_run_child(call_misuse, &call, CHILD_WATCHDOG);
 }
 
 /* The first line of text, for messages. */
@@ -125,7 +93,7 @@ static const char *first_line(const char *text, char *buf, size_t cap)
  * `what` is not NULL, `what`, and naming the pointer it published. */
 static void expect_death(const char *name, void (*misuse)(void), const char *call, const char *what)
 {
-    struct outcome out = run_in_child(misuse);
+    struct pcm_test_child out = run_in_child(misuse);
     PCM_REQUIRE(out.ran, "%s: could not run the child", name);
     char line[512];
     first_line(out.text, line, sizeof line);
@@ -150,7 +118,7 @@ static void expect_death(const char *name, void (*misuse)(void), const char *cal
 /* control() must exit normally with nothing on stderr. */
 static void expect_survival(const char *name, void (*control)(void))
 {
-    struct outcome out = run_in_child(control);
+    struct pcm_test_child out = run_in_child(control);
     PCM_REQUIRE(out.ran, "%s: could not run the child", name);
     char line[512];
     PCM_CHECK(!out.signaled && out.exit_status == 0, "%s: a correct use %s %d; stderr: \"%s\"", name,

@@ -362,54 +362,15 @@ static int child(const struct plan *plan)
     return run.errors > 100 ? 100 : (int)run.errors;
 }
 
-struct outcome {
-    bool ran, signaled;
-    int status; /* exit status, or the signal */
-    char text[512]; /* the start of the child's stderr */
-};
-
-static struct outcome run_child(const struct plan *plan)
+static int run_plan(void *arg)
 {
-    struct outcome out;
-    memset(&out, 0, sizeof out);
-    int fds[2];
-    if (pipe(fds))
-        return out;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return out;
-    }
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        alarm(CHILD_WATCHDOG);
-        close(fds[0]);
-        dup2(fds[1], 2);
-        close(fds[1]);
-        setenv("PCMALLOC_CPUS", "1", 1); /* one heap: every run alike */
-        _exit(child(plan));
-    }
-    close(fds[1]);
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fds[0], out.text + len, sizeof out.text - 1 - len);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        if (len == sizeof out.text - 1)
-            break;
-    }
-    out.text[len] = '\0';
-    close(fds[0]);
-    int status;
-    if (waitpid(pid, &status, 0) != pid)
-        return out;
-    out.ran = true;
-    out.signaled = WIFSIGNALED(status);
-    out.status = out.signaled ? WTERMSIG(status) : WEXITSTATUS(status);
-    return out;
+    setenv("PCMALLOC_CPUS", "1", 1); /* one heap: every run alike */
+    return child(arg);
+}
+
+static struct pcm_test_child run_child(const struct plan *plan)
+{
+    return pcm_test_run_child(run_plan, (void *)plan, CHILD_WATCHDOG);
 }
 
 static const char init_failure[] = "pcmalloc: cannot map ";
@@ -421,33 +382,35 @@ static bool sweep_one(enum mode mode, unsigned kind, long n, unsigned long *null
     struct plan plan = {mode, kind, n, ""};
     snprintf(plan.what, sizeof plan.what, "%s call %ld fails%s", kind_name(kind), n,
              mode == FAIL_FROM ? ", and every later one" : " once");
-    struct outcome out = run_child(&plan);
+    struct pcm_test_child out = run_child(&plan);
     if (!out.ran) {
         PCM_CHECK(out.ran, "%s: could not run the child", plan.what);
         return false;
     }
     /* The one known hard failure: the first mapping, at set-up. */
-    if (kind & PCM_OS_CALL_MMAP && n == 1 && out.signaled && out.status == SIGABRT &&
+    if (kind & PCM_OS_CALL_MMAP && n == 1 && out.signaled && out.signal == SIGABRT &&
         strncmp(out.text, init_failure, sizeof init_failure - 1) == 0) {
         set_up_aborts++;
         return true;
     }
-    PCM_CHECK(!out.signaled && out.status == 0, "%s: the child %s %d (stderr: \"%s\")", plan.what,
-              out.signaled ? "died of signal" : "found failures:", out.status, out.text);
+    PCM_CHECK(!out.signaled && out.exit_status == 0, "%s: the child %s %d (stderr: \"%s\")", plan.what,
+              out.signaled ? "died of signal" : "found failures:", out.signaled ? out.signal : out.exit_status,
+              out.text);
     *nulls += shared_report()->failures_seen;
-    return !out.signaled && out.status == 0;
+    return !out.signaled && out.exit_status == 0;
 }
 
 PCM_TEST(out_of_memory_every_system_call_fails_in_turn)
 {
     PCM_REQUIRE(shared_report(), "cannot map the report page");
     struct plan dry = {DRY_RUN, PCM_OS_CALL_ANY, 0, "dry run"};
-    struct outcome out = run_child(&dry);
-    PCM_REQUIRE(out.ran && !out.signaled && out.status == 0, "the workload fails without faults: status %d, \"%s\"",
-                out.status, out.text);
+    struct pcm_test_child out = run_child(&dry);
+    PCM_REQUIRE(out.ran && !out.signaled && out.exit_status == 0,
+                "the workload fails without faults: status %d, \"%s\"", out.exit_status, out.text);
     struct plan reference = {REFERENCE, PCM_OS_CALL_ANY, 0, "reference run"};
     out = run_child(&reference);
-    PCM_REQUIRE(out.ran && !out.signaled && out.status == 0, "the reference run failed: status %d", out.status);
+    PCM_REQUIRE(out.ran && !out.signaled && out.exit_status == 0, "the reference run failed: status %d",
+                out.exit_status);
     unsigned long calls[3];
     memcpy(calls, shared_report()->calls, sizeof calls);
     pcm_test_printf("  the workload makes %lu mmap, %lu mremap, %lu madvise calls; reference: %lu segments, "
