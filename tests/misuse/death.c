@@ -399,9 +399,12 @@ PCM_TEST(death_free_sized_of_a_freed_object)
 
 static void free_aligned_sized_wrong_alignment(void)
 {
-    /* Two objects of 48 bytes: at most one of them is 4096-aligned. */
-    char *p = pcm_malloc(48), *q = pcm_malloc(48);
-    char *misaligned = (uintptr_t)p % 4096 ? p : q;
+    /* A 48-byte object not on a page boundary (a span's first one is, and
+     * on several CPUs two allocations in a row may both be first ones). */
+    char *misaligned;
+    do
+        misaligned = pcm_malloc(48);
+    while ((uintptr_t)misaligned % 4096 == 0);
     pcm_free_aligned_sized(about_to_misuse(misaligned), 4096, 48);
 }
 
