@@ -9,7 +9,6 @@
 #include "pcmalloc.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <malloc.h>
 #include <string.h>
 
@@ -452,8 +451,7 @@ int pcm_malloc_trim(size_t pad)
     size_t released = 0;
     for (unsigned i = 0; i < pcm_heap_count; i++) {
         struct pcm_heap *h = &pcm_heaps[i];
-        while (!pcm_heap_trylock(h))
-            sched_yield();
+        pcm_heap_lock(h);
         released += pcm_heap_trim_locked(h);
         pcm_heap_unlock(h);
     }

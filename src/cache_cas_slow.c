@@ -7,7 +7,6 @@
 #include "heap.h"
 
 #include <errno.h>
-#include <sched.h>
 
 #include "decay.h"
 #include "free_mark.h"
@@ -67,11 +66,7 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
         chain = (pcm_word_t *)chain[0];
         kept++;
     }
-    while (chain) {
-        pcm_word_t *next = (pcm_word_t *)chain[0];
-        pcm_heap_return_locked(h, chain);
-        chain = next;
-    }
+    pcm_heap_return_chain_locked(h, chain);
     pcm_heap_return_locked(h, obj);
     pcm_heap_drain_remote_locked(h);
     pcm_heap_unlock(h);
@@ -84,16 +79,9 @@ void pcm_heap_flush_caches_cas(void)
 {
     for (unsigned i = 0; i < pcm_heap_count; i++) {
         struct pcm_heap *h = &pcm_heaps[i];
-        while (!pcm_heap_trylock(h))
-            sched_yield();
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
-            pcm_word_t *chain = pcm_cache_take_all(&h->bins[c].cache);
-            while (chain) {
-                pcm_word_t *next = (pcm_word_t *)chain[0];
-                pcm_heap_return_locked(h, chain);
-                chain = next;
-            }
-        }
+        pcm_heap_lock(h);
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+            pcm_heap_return_chain_locked(h, pcm_cache_take_all(&h->bins[c].cache));
         pcm_heap_unlock(h);
     }
 }

@@ -211,13 +211,8 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
     }
     pcm_heap_return_locked(h, obj);
     pcm_heap_drain_remote_locked(h);
-    if (chain && !put_chain_locked(h, cls, chain)) {
-        while (chain) {
-            void *next = *(void **)chain;
-            pcm_heap_return_locked(h, chain);
-            chain = next;
-        }
-    }
+    if (chain && !put_chain_locked(h, cls, chain))
+        pcm_heap_return_chain_locked(h, chain);
     pcm_heap_unlock(h);
     pcm_decay_maybe();
 }
@@ -255,17 +250,10 @@ void pcm_heap_flush_caches_rseq(void)
         if (sched_setaffinity(0, sizeof one, &one))
             continue;
         struct pcm_heap *h = &pcm_heaps[cpu];
-        while (!pcm_heap_trylock(h))
-            sched_yield();
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
-            /* empty if the thread was moved off the CPU meanwhile */
-            void *chain = take_all_on(h, c);
-            while (chain) {
-                void *next = *(void **)chain;
-                pcm_heap_return_locked(h, chain);
-                chain = next;
-            }
-        }
+        pcm_heap_lock(h);
+        /* (a take is empty if the thread was moved off the CPU meanwhile) */
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+            pcm_heap_return_chain_locked(h, take_all_on(h, c));
         pcm_heap_unlock(h);
     }
     sched_setaffinity(0, sizeof saved, &saved);

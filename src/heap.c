@@ -84,11 +84,16 @@ struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h)
     }
 }
 
+void pcm_heap_lock(struct pcm_heap *h)
+{
+    while (!pcm_heap_trylock(h))
+        sched_yield();
+}
+
 void pcm_heaps_lock_all(void)
 {
     for (unsigned i = 0; i < pcm_heap_count; i++)
-        while (!pcm_heap_trylock(&pcm_heaps[i]))
-            sched_yield();
+        pcm_heap_lock(&pcm_heaps[i]);
 }
 
 void pcm_heaps_unlock_all(void)
@@ -163,6 +168,15 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj)
         list_remove(bin, span);
         pcm_segment_span_release(s, span);
         h->stats.spans_released++;
+    }
+}
+
+void pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
+{
+    while (chain) {
+        void *next = *(void **)chain;
+        pcm_heap_return_locked(h, chain);
+        chain = next;
     }
 }
 

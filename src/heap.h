@@ -114,6 +114,8 @@ void pcm_heap_drain_remote_locked(struct pcm_heap *h);
 unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first, void **last);
 /* obj, an object of one of h's spans, goes back to its span. */
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
+/* The same for every object of a chain linked by word 0 (NULL: none). */
+void pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain);
 /* Give back every span of h with no object out (after draining h's
  * remote queue) and decommit the free pages of h's segments; the bytes
  * given back to the OS.  Objects in per-CPU caches keep their spans. */
@@ -133,6 +135,9 @@ struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h);
 extern int pcm_fault_duplicate_refill __attribute__((visibility("hidden")));
 
 bool pcm_heap_trylock(struct pcm_heap *h);
+/* Wait for h's lock (yielding the CPU to its holder): only where a caller
+ * must have this heap - fork, malloc_trim - never on an allocation path. */
+void pcm_heap_lock(struct pcm_heap *h);
 void pcm_heap_unlock(struct pcm_heap *h);
 /* For fork: take (and give back) every heap's lock. */
 void pcm_heaps_lock_all(void);
