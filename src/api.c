@@ -78,10 +78,11 @@ static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
 
 void *pcm_malloc(size_t size)
 {
-    /* Tiny sizes first: one comparison to their class. */
-    size_t cls = (size - (size != 0)) >> 4;
-    if (__builtin_expect(size <= 128, 1))
-        return small_alloc((unsigned)cls);
+    /* Sizes 1..128 first: one comparison and a shift to their class (size
+     * 0 wraps around and takes the second branch). */
+    size_t below = size - 1;
+    if (__builtin_expect(below < 128, 1))
+        return small_alloc((unsigned)(below >> 4));
     if (__builtin_expect(size <= PCM_SMALL_MAX, 1))
         return small_alloc(pcm_size_class(size));
     return pcm_large_alloc(size, 0, false);
@@ -94,20 +95,30 @@ struct object_info {
     struct pcm_large *large; /* large object: its header, else NULL */
 };
 
-/* p lies in a segment: its span, after the cheap checks that p is at the
- * start of an object handed out and not already free; else abort with a
- * message naming `call`. */
-static inline __attribute__((always_inline)) struct pcm_span *checked_span(pcm_word_t *segment, void *p,
-                                                                           const char *call)
+/* p lies in span's pages: is it the start of an object handed out?  The
+ * cheap check of every free, without a verdict: the fast path leaves the
+ * diagnosis to checked_span. */
+static inline __attribute__((always_inline)) bool span_has_object(const struct pcm_span *span, void *p)
 {
-    struct pcm_span *span = pcm_span_of((struct pcm_segment *)segment, p);
     uint32_t offset = (uint32_t)((uintptr_t)p - span->start);
     uint32_t index = pcm_span_index(span, offset);
     /* carved only grows while the span lives, so an object handed out is
-     * always below it; read without the lock, it can only be larger. */
-    if (__builtin_expect(!span->class_plus1 | (index * span->object_size != offset) | (index >= span->carved), 0))
+     * always below it; read without the lock, it can only be larger.  A
+     * page in no span (free, or the segment's header) is its own
+     * descriptor with carved == 0 (segment.h), so this also rejects p
+     * there. */
+    return __builtin_expect((index < span->carved) & (index * span->object_size == offset), 1);
+}
+
+/* p lies in segment: its span, after the cheap checks that p is at the
+ * start of an object handed out and not already free; else abort with a
+ * message naming `call`. */
+static struct pcm_span *checked_span(void *segment, void *p, const char *call)
+{
+    struct pcm_span *span = pcm_span_of((struct pcm_segment *)segment, p);
+    if (!span_has_object(span, p))
         pcm_misuse_invalid_pointer(call, p);
-    if (__builtin_expect(pcm_object_is_marked_free(p), 0))
+    if (pcm_object_is_marked_free(p))
         pcm_misuse_double_free(call, p);
     return span;
 }
@@ -128,11 +139,16 @@ static struct pcm_large *checked_large(pcm_word_t *owner, void *p, const char *c
 static struct object_info lookup(void *p, const char *call)
 {
     struct object_info info = {NULL, NULL};
-    pcm_word_t *owner = pcm_segment_map_find(p);
-    if (owner && *owner == PCM_KIND_SEGMENT)
-        info.span = checked_span(owner, p, call);
-    else
-        info.large = checked_large(owner, p, call);
+    void *segment = pcm_segment_index_has(p) ? pcm_segment_of(p) : NULL;
+    if (!segment) {
+        pcm_word_t *owner = pcm_segment_map_find(p);
+        if (!owner || *owner != PCM_KIND_SEGMENT) {
+            info.large = checked_large(owner, p, call);
+            return info;
+        }
+        segment = owner;
+    }
+    info.span = checked_span(segment, p, call);
     return info;
 }
 
@@ -149,7 +165,7 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
 
 static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p)
 {
-    unsigned cls = span->class_plus1 - 1u;
+    size_t cls = (size_t)span->class_plus1 - 1; /* size_t: slot0's offset folds the - 1 */
 #ifdef PCM_ARCH_RSEQ
     /* A span exists only after start-up, so the path is chosen by now. */
     if (__builtin_expect(pcm_fast_path_is_rseq_after_start(), 1)) {
@@ -191,20 +207,26 @@ static void free_found(struct object_info info, void *p, const char *call)
         large_free(info.large, p, call);
 }
 
-/* The free path: the segment map, the checks, one push. */
-/* Out of line, so the small path around it saves no registers. */
-static __attribute__((noinline)) void free_checked_large(pcm_word_t *owner, void *p, const char *call)
+/* The free path: the segment index, the checks, one push.  Anything
+ * else - a large object, a segment the index missed, a pointer that fails
+ * a check - goes through lookup(), which finds what p is or aborts naming
+ * the misuse: out of line and reached by a tail call, so the small path
+ * around it needs no stack frame. */
+static __attribute__((noinline)) void free_checked_slow(void *p, const char *call)
 {
-    large_free(checked_large(owner, p, call), p, call);
+    free_found(lookup(p, call), p, call);
 }
 
 static inline __attribute__((always_inline)) void free_checked(void *p, const char *call)
 {
-    pcm_word_t *owner = pcm_segment_map_find(p);
-    if (__builtin_expect(owner && *owner == PCM_KIND_SEGMENT, 1))
-        small_free(checked_span(owner, p, call), p);
-    else
-        free_checked_large(owner, p, call);
+    if (__builtin_expect(pcm_segment_index_has(p), 1)) {
+        struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
+        if (__builtin_expect(span_has_object(span, p) && !pcm_object_is_marked_free(p), 1)) {
+            small_free(span, p);
+            return;
+        }
+    }
+    free_checked_slow(p, call);
 }
 
 void pcm_free(void *p)

@@ -13,6 +13,7 @@
 #include "heap.h"
 #include "message.h"
 #include "os.h"
+#include "segment_map.h"
 #include "stats.h"
 #include "verbose.h"
 
@@ -66,6 +67,7 @@ void pcm_init_slow(void)
     unsigned heaps = pcm_opts.cpus ? pcm_opts.cpus : pcm_os_cpu_count();
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
+    pcm_segment_index_init();
     pcm_fast_path_choose();
     if (pcm_opts.verbose)
         pcm_verbose_startup();

@@ -20,6 +20,10 @@
  * and errno == ENOMEM on failure (also for bytes == 0). */
 void *pcm_os_map(size_t bytes);
 
+/* The same for a large table whose pages are mostly never touched: no
+ * swap or commit charge is reserved for it (MAP_NORESERVE). */
+void *pcm_os_map_sparse(size_t bytes);
+
 /*
  * The same, starting at a multiple of `alignment` (a power of two; at or
  * below the page size this is pcm_os_map).  Maps bytes + alignment - page

@@ -97,19 +97,29 @@ size_t pcm_os_page_size(void)
     return page > 0 ? (size_t)page : 4096;
 }
 
-void *pcm_os_map(size_t bytes)
+static void *map_anonymous(size_t bytes, int extra_flags)
 {
     if (bytes == 0 || pcm_os_inject(PCM_OS_CALL_MMAP)) {
         errno = ENOMEM;
         return NULL;
     }
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
     if (p == MAP_FAILED) {
         /* mmap may say EINVAL for an absurd length: malloc reports ENOMEM. */
         errno = ENOMEM;
         return NULL;
     }
     return p;
+}
+
+void *pcm_os_map(size_t bytes)
+{
+    return map_anonymous(bytes, 0);
+}
+
+void *pcm_os_map_sparse(size_t bytes)
+{
+    return map_anonymous(bytes, MAP_NORESERVE);
 }
 
 void *pcm_os_map_aligned(size_t bytes, size_t alignment)

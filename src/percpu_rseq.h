@@ -61,7 +61,7 @@ _Static_assert(offsetof(struct rseq, cpu_id) == 4 && offsetof(struct rseq, rseq_
 #endif
 
 /* CPU 0's cache slot of class cls; CPU n's lies n * PCM_RSEQ_STRIDE above. */
-static inline pcm_word_t *pcm_rseq_slot0(unsigned cls)
+static inline pcm_word_t *pcm_rseq_slot0(size_t cls)
 {
     return (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr;
 }

@@ -44,6 +44,7 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
         errno = ENOMEM;
         return NULL;
     }
+    pcm_segment_index_add(s);
     pcm_stats_segment_mapped(PCM_SEGMENT_SIZE);
     pcm_stats_committed(HEADER_PAGES << PCM_PAGE_SHIFT);
     return s;
@@ -119,6 +120,7 @@ void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
     for (size_t i = 0; i < span->pages; i++) {
         span[i].class_plus1 = 0;
         span[i].first_offset = 0;
+        span[i].carved = 0; /* the free path's check that p is in a span */
     }
     mark_pages(s, first, span->pages, false);
     s->free_pages += span->pages;

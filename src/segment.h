@@ -59,7 +59,8 @@ struct pcm_span {
     /* [published] */
     uintptr_t start;       /* address of object 0 */
     /* owner's lock */
-    uint32_t carved;       /* also read without the lock by free's check */
+    uint32_t carved;       /* also read without the lock by free's check;
+                              0 in every descriptor that starts no span */
     uint16_t pages;
     uint16_t listed;
     void *free;

@@ -12,6 +12,42 @@ volatile pcm_word_t pcm_segment_map_top[(size_t)1 << PCM_MAP_TOP_BITS];
 
 #if PCM_MAP_LEAF_BITS == 0
 
+uint8_t pcm_segment_index[(size_t)1 << PCM_MAP_TOP_BITS];
+
+void pcm_segment_index_init(void)
+{
+}
+
+#else
+
+uint8_t *pcm_segment_index;
+uintptr_t pcm_segment_index_chunks;
+
+#define INDEX_CHUNKS ((uintptr_t)1 << (PCM_MAP_ADDRESS_BITS - PCM_SEGMENT_SHIFT))
+
+void pcm_segment_index_init(void)
+{
+    void *index = pcm_os_map_sparse(INDEX_CHUNKS);
+    if (!index)
+        return;
+    pcm_segment_index = index;
+    pcm_segment_index_chunks = INDEX_CHUNKS;
+}
+
+#endif
+
+void pcm_segment_index_add(void *base)
+{
+    uintptr_t chunk = (uintptr_t)base >> PCM_SEGMENT_SHIFT;
+#if PCM_MAP_LEAF_BITS != 0
+    if (chunk >= pcm_segment_index_chunks)
+        return;
+#endif
+    pcm_segment_index[chunk] = 1;
+}
+
+#if PCM_MAP_LEAF_BITS == 0
+
 static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
 {
     (void)create;

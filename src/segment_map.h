@@ -57,6 +57,53 @@ static inline void *pcm_segment_map_find(const void *p)
 #endif
 }
 
+/*
+ * The segment index: the free path's shortcut past the map above.  One
+ * byte per chunk, non-zero where a segment of small-object spans starts
+ * (segments are chunk-sized and chunk-aligned), so a small object's
+ * segment is found with one load and no pointer to follow.  A byte is set
+ * once, when its segment is created, and never cleared: segments are never
+ * unmapped.
+ *
+ * Plain loads and stores, no atomics: a segment's byte is written before
+ * any object of it is handed out, and whoever frees a valid object got it
+ * from that allocation through the heap locks and caches (release/acquire
+ * chains), so it sees the byte.  An invalid pointer that races with a
+ * segment's creation may read 0: it then takes the slow way through the
+ * full map, which gives the same verdict.  A 0 is never wrong, only slow.
+ *
+ * 32-bit: a static array of 1024 bytes.  64-bit: 2^26 bytes (one per chunk
+ * below 2^48) mapped at start-up, its pages committed only where segments
+ * are; until then, or if that mapping failed, pcm_segment_index_chunks is
+ * 0 and every free goes the slow way.
+ */
+#if PCM_MAP_LEAF_BITS == 0
+extern uint8_t pcm_segment_index[(size_t)1 << PCM_MAP_TOP_BITS] __attribute__((visibility("hidden")));
+#else
+extern uint8_t *pcm_segment_index __attribute__((visibility("hidden")));
+extern uintptr_t pcm_segment_index_chunks __attribute__((visibility("hidden")));
+#endif
+
+/* Does the index know p's chunk as a segment's?  (If not, p may still
+ * be pcmalloc's: look in the full map.)  The segment is then the chunk's
+ * start (segment.h: pcm_segment_of). */
+static inline bool pcm_segment_index_has(const void *p)
+{
+    uintptr_t chunk = (uintptr_t)p >> PCM_SEGMENT_SHIFT;
+#if PCM_MAP_LEAF_BITS != 0
+    if (__builtin_expect(chunk >= pcm_segment_index_chunks, 0))
+        return false;
+#endif
+    return pcm_segment_index[chunk] != 0;
+}
+
+/* Map the index (64-bit; start-up, single caller).  Never fails: without
+ * it, frees take the slow way. */
+void pcm_segment_index_init(void);
+
+/* The segment at base (chunk-aligned) exists: let the index know. */
+void pcm_segment_index_add(void *base);
+
 /* Make sure the map has memory for every chunk of [base, base + bytes);
  * false if the map's own memory could not be mapped. */
 bool pcm_segment_map_prepare(const void *base, size_t bytes);
