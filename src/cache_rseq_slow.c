@@ -203,11 +203,14 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
      * its depths, counted from the bottom, stay right, so it goes back as
      * it is, in one section.  (The take is empty if the thread has left
      * h's CPU since the push found the cache full.) */
-    void *chain = take_all_on(h, cls);
-    for (unsigned given = 0; chain && given < pcm_bin_shapes[cls].limit / 2; given++) {
-        void *next = *(void **)chain;
-        pcm_heap_return_locked(h, chain);
-        chain = next;
+    void *top = take_all_on(h, cls), *chain = NULL;
+    if (top) {
+        void *last = top;
+        for (unsigned given = 1; given < pcm_bin_shapes[cls].limit / 2 && *(void **)last; given++)
+            last = *(void **)last;
+        chain = *(void **)last;
+        *(void **)last = NULL;
+        pcm_heap_return_chain_locked(h, top);
     }
     pcm_heap_return_locked(h, obj);
     pcm_heap_drain_remote_locked(h);

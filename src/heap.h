@@ -114,8 +114,10 @@ void pcm_heap_drain_remote_locked(struct pcm_heap *h);
 unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first, void **last);
 /* obj, an object of one of h's spans, goes back to its span. */
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
-/* The same for every object of a chain linked by word 0 (NULL: none). */
-void pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain);
+/* The same for every object of a chain linked by word 0 (NULL: none),
+ * each already carrying the free mark (free_mark.h) as cached and
+ * remotely freed objects do; how many there were. */
+size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain);
 /* Give back every span of h with no object out (after draining h's
  * remote queue) and decommit the free pages of h's segments; the bytes
  * given back to the OS.  Objects in per-CPU caches keep their spans. */
