@@ -214,7 +214,8 @@ static void free_found(struct object_info info, void *p, const char *call)
  * around it needs no stack frame. */
 static __attribute__((noinline)) void free_checked_slow(void *p, const char *call)
 {
-    free_found(lookup(p, call), p, call);
+    if (p) /* NULL lies in chunk 0, never a segment: it comes this way */
+        free_found(lookup(p, call), p, call);
 }
 
 static inline __attribute__((always_inline)) void free_checked(void *p, const char *call)
@@ -229,10 +230,10 @@ static inline __attribute__((always_inline)) void free_checked(void *p, const ch
     free_checked_slow(p, call);
 }
 
+/* free(NULL) needs no test of its own: see free_checked_slow. */
 void pcm_free(void *p)
 {
-    if (p)
-        free_checked(p, "free");
+    free_checked(p, "free");
 }
 
 static size_t usable_size(struct object_info info)

@@ -29,10 +29,13 @@ static inline bool pcm_fast_path_is_rseq(void)
     return pcm_load_acquire(&pcm_fast_path) == PCM_FAST_PATH_RSEQ;
 }
 
-/* The same where start-up is known to be complete (an object exists). */
+/* The same where start-up is known to be complete (an object exists):
+ * then the word was written before that object was made, which happened
+ * before the caller could hold it, so a plain read sees the final value
+ * and needs no ordering - and compiles to one compare with memory. */
 static inline bool pcm_fast_path_is_rseq_after_start(void)
 {
-    return pcm_load_relaxed(&pcm_fast_path) == PCM_FAST_PATH_RSEQ;
+    return *(const volatile pcm_word_t *)&pcm_fast_path == PCM_FAST_PATH_RSEQ;
 }
 
 /* A short name for statistics and PCMALLOC_VERBOSE: "rseq" or "cas". */

@@ -72,6 +72,10 @@ static inline void *pcm_segment_map_find(const void *p)
  * segment's creation may read 0: it then takes the slow way through the
  * full map, which gives the same verdict.  A 0 is never wrong, only slow.
  *
+ * Chunk 0 never holds a segment (nothing is mapped at address 0), so
+ * NULL is never found: free(NULL) takes the slow way, with no test of its
+ * own on the fast path.
+ *
  * 32-bit: a static array of 1024 bytes.  64-bit: 2^26 bytes (one per chunk
  * below 2^48) mapped at start-up, its pages committed only where segments
  * are; until then, or if that mapping failed, pcm_segment_index_chunks is
