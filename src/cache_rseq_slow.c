@@ -190,19 +190,30 @@ static void *take_all_on(struct pcm_heap *h, unsigned cls)
     }
 }
 
-/* h's CPU's cache was full when obj (of h's spans) was freed there. */
+/* obj, of any heap's spans, back home: into its span if h owns it (h's
+ * lock held), else onto its owner's remote queue. */
+static void give_back_locked(struct pcm_heap *h, void *obj)
+{
+    unsigned owner = pcm_span_of(pcm_segment_of(obj), obj)->owner;
+    if (owner == h->index)
+        pcm_heap_return_locked(h, obj);
+    else
+        pcm_remote_free(&pcm_heaps[owner], obj);
+}
+
+/* The cache of class cls on h's CPU was full when obj was freed there. */
 static void flush(struct pcm_heap *h, unsigned cls, void *obj)
 {
     if (!pcm_heap_trylock(h)) {
-        /* Busy: its holder, or the next, drains this. */
-        pcm_remote_free(h, obj);
+        /* Busy: obj's owner takes it back from its remote queue. */
+        pcm_remote_free(&pcm_heaps[pcm_span_of(pcm_segment_of(obj), obj)->owner], obj);
         return;
     }
     h->stats.flushes++;
-    /* Give the top half and obj back to their spans, keep the bottom half:
-     * its depths, counted from the bottom, stay right, so it goes back as
-     * it is, in one section.  (The take is empty if the thread has left
-     * h's CPU since the push found the cache full.) */
+    /* Give the top half and obj back, keep the bottom half: its depths,
+     * counted from the bottom, stay right, so it goes back as it is, in
+     * one section.  (The take is empty if the thread has left h's CPU
+     * since the push found the cache full.) */
     void *top = take_all_on(h, cls), *chain = NULL;
     if (top) {
         void *last = top;
@@ -212,7 +223,7 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
         *(void **)last = NULL;
         pcm_heap_return_chain_locked(h, top);
     }
-    pcm_heap_return_locked(h, obj);
+    give_back_locked(h, obj);
     pcm_heap_drain_remote_locked(h);
     if (chain && !put_chain_locked(h, cls, chain))
         pcm_heap_return_chain_locked(h, chain);
@@ -223,19 +234,26 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
 {
     struct pcm_span *span = pcm_span_of(pcm_segment_of(obj), obj);
-    struct pcm_heap *h = &pcm_heaps[span->owner];
     unsigned cls = span->class_plus1 - 1u;
-    if (why == PCM_RSEQ_FREE_ABORTED) {
+    pcm_word_t mark = pcm_free_mark(obj);
+    while (why == PCM_RSEQ_FREE_ABORTED) {
         pcm_rseq_count_abort();
-        enum push_result result = push_on(h, cls, obj);
-        if (result == PUSHED)
-            return;
-        why = result == FULL ? PCM_RSEQ_FREE_FULL : PCM_RSEQ_FREE_OTHER_CPU;
+        pcm_arch_rseq_push_here(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu,
+                                full, aborted);
+        return;
+    no_cpu:
+        why = PCM_RSEQ_FREE_NO_CPU;
+        break;
+    full:
+        why = PCM_RSEQ_FREE_FULL;
+        break;
+    aborted:;
     }
-    if (why == PCM_RSEQ_FREE_FULL)
-        flush(h, cls, obj);
+    int cpu = pcm_rseq_cpu();
+    if (why == PCM_RSEQ_FREE_FULL && cpu >= 0)
+        flush(&pcm_heaps[cpu], cls, obj);
     else
-        pcm_remote_free(h, obj);
+        pcm_remote_free(&pcm_heaps[span->owner], obj);
 }
 
 /* On each CPU the thread may use, in turn: that CPU's caches, all

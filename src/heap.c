@@ -15,6 +15,7 @@
 
 #include "free_mark.h"
 #include "os.h"
+#include "remote.h"
 #include "stats.h"
 
 struct pcm_heap *pcm_heaps;
@@ -194,6 +195,10 @@ size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
             n++;
         }
         chain = *(void **)last;
+        if (__builtin_expect(span->owner != h->index, 0)) {
+            pcm_remote_free_chain(&pcm_heaps[span->owner], first, last, n);
+            continue;
+        }
         *(void **)last = span->free;
         span->free = first;
         span_returned_locked(h, s, span, n);

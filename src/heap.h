@@ -6,7 +6,8 @@
  * may be preempted or migrated at any instruction, so nothing assumes the
  * heap belongs to the caller:
  *   - bins[c].cache (percpu_cache.h): free objects of class c from this
- *     heap's spans; lock-free pop and push, the whole fast path;
+ *     heap's spans (on the rseq path, percpu_rseq.h: from any heap's);
+ *     lock-free pop and push, the whole fast path;
  *   - remote (remote.h): objects of this heap's spans freed on other CPUs,
  *     a lock-free multi-producer stack that the heap drains whole;
  *   - everything else - bins[c].partial, the spans, the segments - is the
@@ -89,11 +90,12 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj) __attribute
  * The object comes ready to hand out (word 1 cleared); NULL with errno ==
  * ENOMEM when memory is exhausted. */
 void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen) __attribute__((noinline, cold));
-/* rseq path.  The push of obj (a valid small object) did not happen: */
+/* rseq path.  The push of obj (a valid small object) onto the cache of
+ * the thread's CPU did not happen: */
 enum pcm_rseq_free_reason {
-    PCM_RSEQ_FREE_OTHER_CPU, /* not on the owner heap's CPU (or no CPU number) */
-    PCM_RSEQ_FREE_FULL,      /* that CPU's cache was full */
-    PCM_RSEQ_FREE_ABORTED,   /* the section was restarted */
+    PCM_RSEQ_FREE_NO_CPU,  /* the kernel gives the thread no CPU number */
+    PCM_RSEQ_FREE_FULL,    /* that CPU's cache was full */
+    PCM_RSEQ_FREE_ABORTED, /* the section was restarted */
 };
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why) __attribute__((noinline, cold));
 
@@ -116,7 +118,9 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
 /* The same for every object of a chain linked by word 0 (NULL: none),
  * each already carrying the free mark (free_mark.h) as cached and
- * remotely freed objects do; how many there were. */
+ * remotely freed objects do; how many went to h's spans.  Objects of
+ * other heaps' spans (an rseq cache holds any heap's) go onto their
+ * owners' remote queues instead. */
 size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain);
 /* Give back every span of h with no object out (after draining h's
  * remote queue) and decommit the free pages of h's segments; the bytes

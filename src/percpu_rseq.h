@@ -4,8 +4,13 @@
  *
  * The cache of class c on CPU n is the word pcm_heaps[n].bins[c].cache
  * .half.ptr (the tag half is unused on this path): a LIFO of free objects
- * of heap n's spans, linked by word 0, word 1 = mark | depth as in
- * percpu_cache.h.  Invariant of this path: that word is written only by a
+ * of class c, linked by word 0, word 1 = mark | depth as in
+ * percpu_cache.h.  Unlike the CAS path's, it may hold objects of any
+ * heap's spans: a free pushes onto the cache of the CPU it runs on,
+ * whoever owns the object, so a thread the scheduler moved, or a consumer
+ * freeing what a producer made, pays no atomic either.  Objects of other
+ * heaps leave the cache when it overflows or is flushed, a run at a time,
+ * onto their owners' remote queues (heap.h: pcm_heap_return_chain_locked).  Invariant of this path: that word is written only by a
  * thread running on CPU n, inside one of the sections below (the kernel
  * aborts a section the thread leaves the CPU in), so each operation is
  * plain loads and one committing store - no lock prefix, no exclusive
@@ -21,6 +26,9 @@
  *   pcm_arch_rseq_push(slot0, off, owner, obj, mark, other_cpu, full,
  *       aborted) - a statement that pushes obj or jumps to a label (full:
  *       the bin's limit, PCM_RSEQ_LIMIT_OFFSET above the slot, reached);
+ *   pcm_arch_rseq_push_here(slot0, off, &cpus, obj, mark, no_cpu, full,
+ *       aborted) - the same on whatever CPU the thread runs on (no_cpu:
+ *       the thread has no CPU number below cpus);
  *   pcm_arch_rseq_take_all(slot0, off, owner) -> chain, EMPTY, ABORTED;
  *   pcm_arch_rseq_put_if_empty(slot0, off, owner, chain, refused, aborted)
  *       - a statement that makes a ready chain (links and depths written)

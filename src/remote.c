@@ -6,31 +6,37 @@
 
 #include "free_mark.h"
 
-/* The depth the object pushed onto `seen` would have.  A racy hint:
+/* The depth the top of `count` objects pushed onto `seen` would have.  A racy hint:
  * `seen` may already be drained and reused (its word 1 rewritten by the
  * drain or by its new owner while we read it); the value only decides
  * whether to help drain.  Its own function so that ThreadSanitizer's
  * suppression of this one deliberate race (tests/sanitize/tsan.supp) can
  * name it and nothing else. */
-static inline pcm_word_t remote_depth_hint(pcm_word_t seen)
+static inline pcm_word_t remote_depth_hint(pcm_word_t seen, pcm_word_t count)
 {
-    pcm_word_t depth = seen ? (pcm_load_relaxed((volatile pcm_word_t *)seen + 1) & PCM_DEPTH_MASK) + 1 : 1;
+    pcm_word_t depth = (seen ? pcm_load_relaxed((volatile pcm_word_t *)seen + 1) & PCM_DEPTH_MASK : 0) + count;
     return depth > PCM_DEPTH_MASK ? PCM_DEPTH_MASK : depth;
 }
 
-void pcm_remote_free(struct pcm_heap *owner, void *obj)
+void pcm_remote_free_chain(struct pcm_heap *owner, void *first, void *last, unsigned count)
 {
     pcm_word_t seen = pcm_load_relaxed(&owner->remote);
     pcm_word_t depth;
     do {
-        depth = remote_depth_hint(seen);
-        *(pcm_word_t *)obj = seen;
-        pcm_free_mark_set(obj, depth);
-        /* release: the object's words are written before it can be drained */
-    } while (!pcm_cas_release(&owner->remote, &seen, (pcm_word_t)obj));
+        depth = remote_depth_hint(seen, count);
+        *(pcm_word_t *)last = seen;
+        pcm_free_mark_set(first, depth);
+        /* release: the objects' words are written before they can be drained */
+    } while (!pcm_cas_release(&owner->remote, &seen, (pcm_word_t)first));
 
+    /* Only tried: the caller may hold another heap's lock. */
     if (depth >= PCM_REMOTE_HELP_DEPTH && pcm_heap_trylock(owner)) {
         pcm_heap_drain_remote_locked(owner);
         pcm_heap_unlock(owner);
     }
+}
+
+void pcm_remote_free(struct pcm_heap *owner, void *obj)
+{
+    pcm_remote_free_chain(owner, obj, obj, 1);
 }

@@ -4,7 +4,9 @@
  *
  * Invariant: remote == 0 or it is the top of a chain of free objects of
  * the heap's spans, linked by word 0, each word 1 = mark | depth (depth is
- * a hint: the number below it when it was pushed, read without a lock).
+ * a hint: about the number below it when it was pushed, read without a
+ * lock; only the top's is ever read).  A push adds one object or a whole
+ * chain, linking the chain's last object to the top it saw.
  * Why ABA cannot hurt: the drain takes the whole chain with one swap and
  * never looks at next pointers while others push; a push only links its
  * object to whatever top it saw and succeeds only if that top is still
@@ -23,5 +25,10 @@
 
 /* obj (of owner's spans) was freed on another CPU. */
 void pcm_remote_free(struct pcm_heap *owner, void *obj);
+
+/* The same for a chain of `count` objects first..last (linked by word 0,
+ * each already marked free), pushed in one go: the run of owner's objects
+ * that another CPU's cache gives back. */
+void pcm_remote_free_chain(struct pcm_heap *owner, void *first, void *last, unsigned count);
 
 #endif

@@ -69,12 +69,12 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
 
 /* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then the
  * slot), x10 (top), x11 (depth, then word 1), x12 (the limit). */
-#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)     \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
                  "1:\n\t"                                                                       \
                  "ldr w9, [%[area], #4]\n\t"                                                    \
-                 "cmp w9, %w[owner]\n\t"                                                        \
-                 "b.ne %l[" #other_cpu "]\n\t"                                                  \
+                 "cmp w9, %w[who]\n\t"                                                          \
+                 jump_ " %l[" #miss "]\n\t"                                                     \
                  "madd x9, x9, %[stride], %[slot]\n\t"                                          \
                  "ldr x10, [x9]\n\t"                                                            \
                  "mov x11, #0\n\t"                                                              \
@@ -94,10 +94,15 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  ".popsection\n\t"                                                              \
                  :                                                                              \
                  : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
-                   [owner] "r"((unsigned)(owner_)), [object] "r"(obj_), [mark] "r"(mark_),      \
+                   [who] "r"((unsigned)(who_)), [object] "r"(obj_), [mark] "r"(mark_),          \
                    [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)  \
                  : "x9", "x10", "x11", "x12", "memory", "cc"                                    \
-                 : other_cpu, full, aborted)
+                 : miss, full, aborted)
+/* The two checks of the CPU (see arch/x86_64/arch_rseq.h). */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+    pcm_arch_rseq_push_if("b.ne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
+#define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)      \
+    pcm_arch_rseq_push_if("b.hs", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (take all). */
 static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)

@@ -99,18 +99,18 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
  * then word 1). */
 struct pcm_arch_rseq_push_args {
     pcm_word_t *slot0; /* 0 */
-    unsigned owner;    /* 4 */
+    unsigned who;      /* 4: the owner, or the number of CPUs */
     pcm_word_t mark;   /* 8 */
 };
 
-#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)     \
     do {                                                                                        \
-        const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(owner_), (mark_)}; \
+        const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(who_), (mark_)}; \
         __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                        \
                      "1:\n\t"                                                                   \
                      "movl %%gs:4(%[off]), %%eax\n\t"                                           \
                      "cmpl 4(%[args]), %%eax\n\t"                                               \
-                     "jne %l[" #other_cpu "]\n\t"                                               \
+                     jump_ " %l[" #miss "]\n\t"                                                 \
                      "imull %[stride], %%eax, %%eax\n\t"                                        \
                      "addl 0(%[args]), %%eax\n\t"                                               \
                      "movl (%%eax), %%ecx\n\t"                                                  \
@@ -134,8 +134,13 @@ struct pcm_arch_rseq_push_args {
                        [anchor] "r"(pcm_rseq_anchor), [stride] "i"(PCM_RSEQ_STRIDE),            \
                        [limit] "i"(PCM_RSEQ_LIMIT_OFFSET)                                       \
                      : "eax", "ecx", "memory", "cc"                                             \
-                     : other_cpu, full, aborted);                                               \
+                     : miss, full, aborted);                                                    \
     } while (0)
+/* The two checks of the CPU (see arch/x86_64/arch_rseq.h). */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+    pcm_arch_rseq_push_if("jne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
+#define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)      \
+    pcm_arch_rseq_push_if("jae", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (take all). */
 static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)

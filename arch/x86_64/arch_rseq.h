@@ -85,6 +85,7 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
 /*
  * C:  cpu = area->cpu_id;
  *     if (cpu != owner) goto other_cpu;       (also: no rseq, cpu_id < 0)
+ *       (push_here: if (cpu >= *cpus) goto no_cpu;  the same, then)
  *     top = slot0[cpu * stride];
  *     depth = top ? top->word1 & PCM_DEPTH_MASK : 0;
  *     if (depth >= the slot's bin's limit) goto full;
@@ -93,12 +94,12 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
  *     (abort: goto aborted)
  * mark is pcm_free_mark(obj): its low PCM_DEPTH_BITS are 0, so + is |.
  */
-#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)     \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
                  "movl %%fs:4(%[off]), %%eax\n\t"                                               \
-                 "cmpl %k[owner], %%eax\n\t"                                                     \
-                 "jne %l[" #other_cpu "]\n\t"                                                   \
+                 "cmpl %k[who], %%eax\n\t"                                                       \
+                 jump_ " %l[" #miss "]\n\t"                                                     \
                  "imulq %[stride], %%rax, %%rax\n\t"                                            \
                  "addq %[slot], %%rax\n\t"                                                      \
                  "movq (%%rax), %%rcx\n\t"                                                      \
@@ -117,11 +118,17 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
                  "4: jmp %l[" #aborted "]\n\t"                                                  \
                  ".popsection\n\t"                                                              \
                  :                                                                              \
-                 : [slot] "r"(slot0_), [off] "r"(off_), [owner] "r"((unsigned)(owner_)), [object] "r"(obj_),  \
+                 : [slot] "r"(slot0_), [off] "r"(off_), [who] "r"((unsigned)(who_)), [object] "r"(obj_), \
                    [mark] "r"(mark_), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                      \
                    [stride] "i"(PCM_RSEQ_STRIDE)                                              \
                  : "rax", "rcx", "rdx", "memory", "cc"                                          \
-                 : other_cpu, full, aborted)
+                 : miss, full, aborted)
+/* The two checks of the CPU: it is `owner` (else goto other_cpu), or it is
+ * any CPU below *cpus (else goto no_cpu). */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+    pcm_arch_rseq_push_if("jne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
+#define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)      \
+    pcm_arch_rseq_push_if("jae", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
 
 /*
  * C:  cpu = area->cpu_id;

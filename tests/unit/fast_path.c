@@ -6,8 +6,9 @@
  *     the generic build), with a reason to show for it;
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
  *     slot (the assembly found the right slot) and the next malloc there
- *     takes it back; a free on another CPU goes to the owner's remote
- *     queue, never into a foreign cache;
+ *     takes it back; a free on another CPU lands in that CPU's cache (no
+ *     atomic), and a flush of that cache sends it to the owner's remote
+ *     queue, never into the owner's spans from the wrong lock;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
  *     unregister it) still allocates and frees correctly, without caching.
  * Threads are pinned with sched_setaffinity; with one allowed CPU the
@@ -119,20 +120,28 @@ PCM_TEST(rseq_free_lands_in_this_cpus_slot)
 struct handoff {
     int cpu;
     void *p;
+    unsigned cls;
+    pcm_word_t top_after_free, top_after_flush;
 };
 
+/* Free h->p on CPU h->cpu, note that CPU's cache top, then flush the
+ * caches of the one CPU this thread may use. */
 static void *free_on_cpu(void *arg)
 {
     struct handoff *h = arg;
-    if (pin(h->cpu))
+    if (pin(h->cpu)) {
         pcm_free(h->p);
-    else
+        h->top_after_free = slot_top(h->cpu, h->cls);
+        pcm_heap_flush_caches_rseq();
+        h->top_after_flush = slot_top(h->cpu, h->cls);
+    } else {
         h->cpu = -1;
+    }
     return NULL;
 }
 #endif
 
-PCM_TEST(rseq_free_on_another_cpu_goes_remote)
+PCM_TEST(rseq_free_on_another_cpu_is_cached_there_then_sent_home)
 {
 #ifdef PCM_ARCH_RSEQ
     int cpus[2];
@@ -148,18 +157,22 @@ PCM_TEST(rseq_free_on_another_cpu_goes_remote)
     void *p = pcm_malloc(56);
     PCM_REQUIRE(p, "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
-    unsigned cls = pcm_size_class(56);
-    pcm_word_t other_top = slot_top(cpus[1], cls);
-    struct handoff h = {cpus[1], p};
+    pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    struct handoff h = {cpus[1], p, pcm_size_class(56), 0, 0};
     pthread_t t;
     PCM_REQUIRE(pthread_create(&t, NULL, free_on_cpu, &h) == 0, "pthread_create failed");
     pthread_join(t, NULL);
     PCM_REQUIRE(h.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
+    PCM_CHECK(h.top_after_free == (pcm_word_t)p, "freed %p on CPU %d: its cache top is %p", p, cpus[1],
+              (void *)h.top_after_free);
+    PCM_CHECK(h.top_after_flush != (pcm_word_t)p, "%p still cached on CPU %d after its flush", p, cpus[1]);
     if (owner != (unsigned)cpus[1]) {
-        PCM_CHECK(slot_top(cpus[1], cls) != (pcm_word_t)p, "object of heap %u cached on CPU %d", owner, cpus[1]);
-        PCM_CHECK(slot_top(cpus[1], cls) == other_top, "CPU %d's cache changed", cpus[1]);
-        PCM_CHECK(pcm_load_relaxed(&pcm_heaps[owner].remote) == (pcm_word_t)p,
-                  "object not on heap %u's remote queue", owner);
+        /* Nothing else runs: no drain can have taken it meanwhile. */
+        pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
+        PCM_CHECK(remote == (pcm_word_t)p, "flushed on CPU %d, %p is not on top of heap %u's remote queue (%p)",
+                  cpus[1], p, owner, (void *)remote);
+        PCM_CHECK(*(pcm_word_t *)p == remote_before, "%p on heap %u's remote queue links to %p, not the old top %p",
+                  p, owner, (void *)*(pcm_word_t *)p, (void *)remote_before);
     }
     restore_affinity(&saved);
 #endif
