@@ -23,6 +23,13 @@
  * heaps and after fork's lock-all (a visitor that touched an idle heap
  * would map its page and fail here).
  *
+ * The mincore() figure is cross-checked with the Rss line of
+ * /proc/self/smaps for the mapping that holds the heaps: equal where the
+ * kernel kept the heaps a mapping of their own (their MADV_NOHUGEPAGE
+ * keeps it from merging with its neighbours), at least as large where it
+ * merged them with a neighbour; qemu-user writes smaps from the host's,
+ * and the check is skipped where there is no smaps.
+ *
  * Needs the heaps to fill whole pages of the real page size; on a kernel
  * with larger pages (arm64 with 64 KiB) it says so and skips.
  */
@@ -103,6 +110,29 @@ static struct committed measure(void)
     return c;
 }
 
+/* smaps' Rss of the mapping holding [start, end): returns false if there
+ * is no such line; *exact says whether that mapping is [start, end). */
+static bool smaps_rss(uintptr_t start, uintptr_t end, size_t *rss, bool *exact)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool inside = false, found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long low, high, kib;
+        if (sscanf(line, "%lx-%lx ", &low, &high) == 2 && strchr(line, ' ') > strchr(line, '-')) {
+            inside = low <= start && end <= high;
+            *exact = low == start && high == end;
+        } else if (inside && sscanf(line, "Rss: %lu kB", &kib) == 1) {
+            *rss = (size_t)kib << 10;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
 /* The bound of the banner, checked; `when` names the moment. */
 static void check_bound(const char *when)
 {
@@ -126,6 +156,22 @@ static void check_bound(const char *when)
     PCM_CHECK(c.bitmap + c.used + c.idle <= bound, "%s: %lu KiB committed, above the bound %lu KiB", when,
               KIB(c.bitmap + c.used + c.idle), KIB(bound));
     PCM_CHECK(c.ready >= 1 && c.ready <= cpus, "%s: %u heaps used on a machine of %u CPUs", when, c.ready, cpus);
+
+    size_t rss = 0, committed = c.bitmap + c.used + c.idle;
+    bool exact = false;
+    uintptr_t start = (uintptr_t)pcm_heap_ready, end = (uintptr_t)(pcm_heaps + pcm_heap_count);
+    if (!smaps_rss(start, end, &rss, &exact)) {
+        pcm_test_printf("  (no /proc/self/smaps line for the heaps: not cross-checked)\n");
+        return;
+    }
+    pcm_test_printf("    smaps: %lu KiB resident in %s\n", KIB(rss),
+                    exact ? "the heaps' own mapping" : "a mapping the heaps share with a neighbour");
+    if (exact)
+        PCM_CHECK(rss == committed, "%s: smaps says %lu KiB resident in the heaps mapping, mincore %lu KiB", when,
+                  KIB(rss), KIB(committed));
+    else
+        PCM_CHECK(rss >= committed, "%s: smaps says %lu KiB resident in the mapping around the heaps, mincore %lu "
+                  "KiB in the heaps alone", when, KIB(rss), KIB(committed));
 }
 
 static bool layout_usable(void)
