@@ -142,3 +142,19 @@ def versus(tables, name, other):
         if mine.value > 0 and theirs.value > 0:
             found.append(_as_time(mine) / _as_time(theirs))
     return found
+
+
+def measures(records):
+    """(benchmark, allocator) -> {key: median}, from the measures of the
+    runs that went well (single-threaded settings only)."""
+    seen = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        if r["status"] != "ok" or not r.get("measures") or r["threads"] != 1 or r["pinned"]:
+            continue
+        for pair in r["measures"].split():
+            key, _, value = pair.partition("=")
+            try:
+                seen[(r["benchmark"], r["allocator"])][key].append(float(value))
+            except ValueError:
+                continue
+    return {cell: {k: statistics.median(v) for k, v in values.items()} for cell, values in seen.items()}

@@ -18,6 +18,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+# Optional: figures a program measures besides its result (fragmentation's
+# resident sets), as key=number pairs; kept in runs.csv and tabled.
+MEASURES_LINE = re.compile(r"^measures: (.*?)\s*$", re.MULTILINE)
 RESULT_LINE = re.compile(
     r"^result: (time|throughput)=(\S+) (\S+) checksum=([0-9a-f]{16})\s*$", re.MULTILINE)
 
@@ -35,6 +38,7 @@ class Outcome:
     wall_s: float = 0.0
     maxrss_kb: int = 0
     detail: str = ""  # for a failure: what happened, for the report
+    measures: str = ""  # "key=value ..." from a measures: line, if any
 
     @property
     def ok(self):
@@ -122,4 +126,7 @@ def run(spawn, argv, preload=None, timeout_s=120.0, pin_cpu=None, extra_env=None
         else:
             outcome.metric, value, outcome.unit, outcome.checksum = match.groups()
             outcome.value = float(value)
+            measures = MEASURES_LINE.search(stdout.decode(errors="replace"))
+            if measures:
+                outcome.measures = measures.group(1)
     return outcome

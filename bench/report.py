@@ -16,7 +16,7 @@ import aggregate
 from allocators import environment_text
 
 CSV_FIELDS = ["repetition", "benchmark", "threads", "pinned", "allocator", "status", "metric",
-              "value", "unit", "checksum", "maxrss_kb", "wall_s", "args", "detail"]
+              "value", "unit", "checksum", "maxrss_kb", "wall_s", "args", "detail", "measures"]
 
 
 class RunLog:
@@ -78,7 +78,7 @@ def _config_label(threads, pinned):
 
 class Report:
     def __init__(self, settings, machine, allocators, benchmarks, tables, best_peer,
-                 fastpath, fastpath_ratios, failures, plots):
+                 fastpath, fastpath_ratios, failures, plots, measures=None):
         self.s = settings
         self.machine = machine
         self.allocators = allocators
@@ -91,6 +91,7 @@ class Report:
         self.fastpath_ratios = fastpath_ratios
         self.failures = failures
         self.plots = plots  # names of the PNGs that were drawn
+        self.measures = measures or {}  # (benchmark, allocator) -> {key: median}
         self.lines = []
 
     def _out(self, *lines):
@@ -278,7 +279,21 @@ class Report:
                       f"| {_bold(f'{cell.rss_kb / 1024:.1f}', cell.best_rss)} "
                       f"| {_ratio(cell.rss_ratio)} | {cell.spread * 100:.0f}% |")
         self._out("")
+        self._measures(benchmark)
         self._image(benchmark.name, benchmark.title)
+
+    def _measures(self, benchmark):
+        """The program's own measures (medians over repetitions), if it prints any."""
+        rows = [(a.name, self.measures[(benchmark.name, a.name)]) for a in self.allocators
+                if (benchmark.name, a.name) in self.measures]
+        if not rows:
+            return
+        keys = list(rows[0][1])
+        self._out("The program's own measures (median of the repetitions; see the program's banner):", "",
+                  "| allocator | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys))
+        for name, values in rows:
+            self._out(f"| {name} | " + " | ".join(_number(values[k]) if k in values else "" for k in keys) + " |")
+        self._out("")
 
     def _threaded(self, number, benchmark):
         keys = self.s.configs(benchmark)

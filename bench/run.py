@@ -134,6 +134,7 @@ def _record(repetition, benchmark, threads, pinned, allocator, args, outcome):
         "metric": outcome.metric, "value": outcome.value, "unit": outcome.unit,
         "checksum": outcome.checksum, "maxrss_kb": outcome.maxrss_kb,
         "wall_s": round(outcome.wall_s, 4), "args": " ".join(args), "detail": outcome.detail,
+        "measures": outcome.measures,
     }
 
 
@@ -342,7 +343,8 @@ def main():
     settings.load_end = os.getloadavg()[0]
     results = os.path.join(out_dir, "results.md")
     report.Report(settings, machine_description, allocators, settings.benchmarks(), tables,
-                  best_peer, fastpath, fastpath_ratios, failures, drawn).write(results)
+                  best_peer, fastpath, fastpath_ratios, failures, drawn,
+                  aggregate.measures(records)).write(results)
     print(f"bench: wrote {results} ({settings.elapsed_s / 60:.1f} min)", flush=True)
     for f in failures:
         print(f"bench: FAILED {f['allocator']} {f['benchmark']} threads={f['threads']}"

@@ -99,6 +99,16 @@ BENCHMARKS = [
         "1..64 KiB (15%) and 64 KiB..4 MiB (1%), writing every page it gets. "
         "Replacements per second; higher is better.",
         True, {"ops": 500000}, {"ops": 100000}),
+    Benchmark(
+        "fragmentation", "fragmentation", "Fragmentation: 1 in 100 objects long-lived, the rest freed",
+        "One thread allocates a million objects of 16..512 bytes, keeps one in 100 at random and "
+        "frees the others. The measures table gives the resident set (above the program's own) "
+        "right after the free, after a 1.5 s pause and a short burst of calls, and after "
+        "malloc_trim(0), each as KiB and as a ratio to the live bytes; pages_with_live is the floor "
+        "for an allocator that does not move objects. Time of the allocations and frees; lower is "
+        "better (the pause is not timed).",
+        False, {"objects": 1000000, "keep": 100, "idle_ms": 1500},
+        {"objects": 200000, "keep": 100, "idle_ms": 0}),
 ]
 
 # The callgrind microbenchmark: 0 is the mixed sequence of 16..512 bytes.

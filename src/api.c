@@ -154,8 +154,11 @@ static struct object_info lookup(void *p, const char *call)
 
 static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p)
 {
-    struct pcm_heap *h = pcm_heap_current();
-    if (__builtin_expect(span->owner == h->index, 1)) {
+    /* The index, not the heap: the current CPU's heap may never have been
+     * made ready, and only the owner's (ready) heap is read. */
+    unsigned current = pcm_heap_current_index();
+    if (__builtin_expect(span->owner == current, 1)) {
+        struct pcm_heap *h = &pcm_heaps[current];
         if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, h->bins[cls].limit), 0))
             pcm_heap_free_slow(h, cls, p);
     } else {
@@ -474,6 +477,8 @@ int pcm_malloc_trim(size_t pad)
         pcm_heap_flush_caches_cas();
     size_t released = 0;
     for (unsigned i = 0; i < pcm_heap_count; i++) {
+        if (!pcm_heap_is_ready(i))
+            continue; /* never used: nothing to give back, no page to touch */
         struct pcm_heap *h = &pcm_heaps[i];
         pcm_heap_lock(h);
         released += pcm_heap_trim_locked(h);
@@ -495,7 +500,7 @@ struct mallinfo2 pcm_mallinfo2(void)
     pcm_stats_totals_read(&t);
     size_t small_in_use = 0;
     for (unsigned h = 0; h < pcm_heap_count; h++)
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        for (unsigned c = 0; pcm_heap_is_ready(h) && c < PCM_CLASS_COUNT; c++)
             small_in_use += (pcm_heaps[h].stats.served[c] - pcm_heaps[h].stats.returned[c]) * pcm_class_size(c);
     struct mallinfo2 info;
     memset(&info, 0, sizeof info);

@@ -78,6 +78,8 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
 void pcm_heap_flush_caches_cas(void)
 {
     for (unsigned i = 0; i < pcm_heap_count; i++) {
+        if (!pcm_heap_is_ready(i))
+            continue; /* an empty cache, on pages better left untouched */
         struct pcm_heap *h = &pcm_heaps[i];
         pcm_heap_lock(h);
         for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)

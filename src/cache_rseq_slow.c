@@ -38,7 +38,7 @@ static enum push_result push_on(struct pcm_heap *owner, unsigned cls, void *obj)
     if (PCM_FREE_MARK_WIDE)
         ((pcm_word_t *)obj)[2] = pcm_free_mark_wide(obj);
 retry:
-    pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, owner->index, obj, mark, other_cpu, full,
+    pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_index(owner), obj, mark, other_cpu, full,
                        aborted);
     return PUSHED;
 other_cpu:
@@ -84,7 +84,7 @@ static void *reversed(void *chain)
 static bool put_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain)
 {
 retry:
-    pcm_arch_rseq_put_if_empty(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, owner->index, chain, refused, aborted);
+    pcm_arch_rseq_put_if_empty(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_index(owner), chain, refused, aborted);
     return true;
 aborted:
     pcm_rseq_count_abort();
@@ -183,7 +183,7 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
 static void *take_all_on(struct pcm_heap *h, unsigned cls)
 {
     for (;;) {
-        void *chain = pcm_arch_rseq_take_all(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, h->index);
+        void *chain = pcm_arch_rseq_take_all(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_index(h));
         if (chain != PCM_RSEQ_ABORTED)
             return chain;
         pcm_rseq_count_abort();
@@ -264,7 +264,7 @@ void pcm_heap_flush_caches_rseq(void)
     if (sched_getaffinity(0, sizeof saved, &saved))
         return;
     for (unsigned cpu = 0; cpu < pcm_heap_count && cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &saved))
+        if (!CPU_ISSET(cpu, &saved) || !pcm_heap_is_ready(cpu))
             continue;
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);

@@ -33,6 +33,8 @@ void pcm_decay_maybe(void)
         return;
     for (unsigned i = 0; i < pcm_heap_count; i++) {
         struct pcm_heap *h = &pcm_heaps[i];
+        if (!pcm_heap_is_ready(i))
+            continue; /* never used: locking it would commit its page */
         if (!pcm_heap_trylock(h))
             continue; /* busy: its segments wait for the next tick */
         /* Objects freed from other CPUs keep their spans until drained. */

@@ -20,7 +20,13 @@
 
 struct pcm_heap *pcm_heaps;
 unsigned pcm_heap_count;
+volatile pcm_word_t *pcm_heap_ready;
 int pcm_fault_duplicate_refill;
+
+/* Held while a heap is made ready, and across fork (pcm_heaps_lock_all).
+ * One lock for all heaps: taken at most once per heap in a process's
+ * life, never on an allocation's path after that. */
+static volatile pcm_word_t prepare_lock;
 
 /* A cache holds up to 64 KiB of one class, and at least 4 objects (at most
  * 1024); a refill moves up to half that, at most 64 objects. */
@@ -32,26 +38,61 @@ struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 
 _Static_assert(CACHE_MAX * 2 <= PCM_DEPTH_MASK, "depth field holds a cache and a refill");
 
+/* The mapping: the ready bitmap's page(s), then the heaps.  Only the
+ * shapes are written here: each heap's pages are first written when it is
+ * made ready, so the heaps of CPUs that never allocate stay uncommitted. */
 bool pcm_heaps_init(unsigned count)
 {
-    size_t bytes = PCM_ALIGN_UP(count * sizeof(struct pcm_heap), PCM_PAGE_SIZE);
-    struct pcm_heap *heaps = pcm_os_map(bytes);
-    if (!heaps)
+    size_t bitmap = PCM_ALIGN_UP((count + PCM_WORD_BITS - 1) / PCM_WORD_BITS * sizeof(pcm_word_t), PCM_PAGE_SIZE);
+    size_t bytes = bitmap + (size_t)count * sizeof(struct pcm_heap);
+    char *map = pcm_os_map(bytes);
+    if (!map)
         return false;
+    /* A transparent huge page would commit 2 MiB of heaps at the first
+     * write; the hint is best effort (the kernel may have THP off). */
+    pcm_os_no_huge_pages(map, bytes);
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         uint32_t limit = CACHE_BYTES / (uint32_t)pcm_class_size(c);
         limit = limit < CACHE_MIN ? CACHE_MIN : limit > CACHE_MAX ? CACHE_MAX : limit;
         pcm_bin_shapes[c].limit = limit;
         pcm_bin_shapes[c].batch = limit / 2 > BATCH_MAX ? BATCH_MAX : limit / 2;
     }
-    for (unsigned i = 0; i < count; i++) {
-        heaps[i].index = i;
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-            heaps[i].bins[c].limit = pcm_bin_shapes[c].limit;
-    }
+    pcm_heap_ready = (volatile pcm_word_t *)map;
     pcm_heap_count = count;
-    pcm_heaps = heaps;
+    pcm_heaps = (struct pcm_heap *)(map + bitmap);
     return true;
+}
+
+static void prepare_lock_take(void)
+{
+    for (;;) {
+        pcm_word_t expected = 0;
+        /* acquire: the bitmap and limits as the last holder left them */
+        if (pcm_cas_acquire(&prepare_lock, &expected, 1))
+            return;
+        sched_yield();
+    }
+}
+
+static void prepare_lock_give(void)
+{
+    pcm_store_release(&prepare_lock, 0);
+}
+
+void pcm_heap_prepare_slow(struct pcm_heap *h)
+{
+    unsigned i = pcm_heap_index(h);
+    prepare_lock_take();
+    if (!pcm_heap_is_ready(i)) {
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+            h->bins[c].limit = pcm_bin_shapes[c].limit;
+        /* Only the lock's holder writes the bitmap, so load and store
+         * suffice.  release: the limits above are visible to whoever sees
+         * the bit (pcm_heap_is_ready's acquire). */
+        volatile pcm_word_t *word = &pcm_heap_ready[i / PCM_WORD_BITS];
+        pcm_store_release(word, pcm_load_relaxed(word) | (pcm_word_t)1 << (i % PCM_WORD_BITS));
+    }
+    prepare_lock_give();
 }
 
 bool pcm_heap_trylock(struct pcm_heap *h)
@@ -69,14 +110,18 @@ void pcm_heap_unlock(struct pcm_heap *h)
 }
 
 /* When every heap is busy (as many holders as CPUs, some preempted), wait
- * with the CPU hint, and after a bounded spin yield the CPU to the holders. */
+ * with the CPU hint, and after a bounded spin yield the CPU to the holders.
+ * Heaps that are not ready are passed over: locking one would commit its
+ * pages for a heap no CPU uses. */
 struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h)
 {
+    pcm_heap_prepare(h);
+    unsigned first = pcm_heap_index(h);
     for (unsigned spins = 0;; spins++) {
         for (unsigned i = 0; i < pcm_heap_count; i++) {
-            struct pcm_heap *candidate = &pcm_heaps[(h->index + i) % pcm_heap_count];
-            if (pcm_heap_trylock(candidate))
-                return candidate;
+            unsigned k = (first + i) % pcm_heap_count;
+            if (pcm_heap_is_ready(k) && pcm_heap_trylock(&pcm_heaps[k]))
+                return &pcm_heaps[k];
         }
         if (spins < 16)
             pcm_cpu_relax();
@@ -93,14 +138,18 @@ void pcm_heap_lock(struct pcm_heap *h)
 
 void pcm_heaps_lock_all(void)
 {
+    prepare_lock_take();
     for (unsigned i = 0; i < pcm_heap_count; i++)
-        pcm_heap_lock(&pcm_heaps[i]);
+        if (pcm_heap_is_ready(i))
+            pcm_heap_lock(&pcm_heaps[i]);
 }
 
 void pcm_heaps_unlock_all(void)
 {
     for (unsigned i = 0; i < pcm_heap_count; i++)
-        pcm_heap_unlock(&pcm_heaps[i]);
+        if (pcm_heap_is_ready(i))
+            pcm_heap_unlock(&pcm_heaps[i]);
+    prepare_lock_give();
 }
 
 /* ---- the partial list of a bin (lock held) ---- */
@@ -139,7 +188,7 @@ static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
             return span;
         }
     }
-    struct pcm_segment *s = pcm_segment_create(h->index);
+    struct pcm_segment *s = pcm_segment_create(pcm_heap_index(h));
     if (!s)
         return NULL;
     s->next = h->segments;

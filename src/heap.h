@@ -14,6 +14,19 @@
  *     span layer, behind `lock`.  It is only *tried*: a thread that finds
  *     a heap's lock taken goes to another heap, so a holder preempted
  *     inside it delays nobody (see pcm_heap_lock_any).
+ *
+ * Lazy: a heap is all zeroes until a thread allocates through it, and a
+ * heap nobody allocated through is never written, nor read, by anyone.
+ * Its pages of the heaps mapping stay uncommitted, so PCMALLOC_CPUS=256
+ * on a machine that runs a few allocating CPUs costs a few heaps of
+ * memory.  Zeroes are a safe state for the fast paths: an empty cache
+ * sends a pop to its slow half, which makes the heap ready first
+ * (pcm_heap_lock_any -> pcm_heap_prepare); no push reaches a heap that is
+ * not ready, because a push caches an object on its owner heap, and a
+ * heap owns spans only after it cut objects, that is after it was made
+ * ready.  The bins' limits are written then.  Every visitor of all heaps
+ * (decay, trim, statistics, fork, malloc_info) skips heaps that are not
+ * ready, which it learns from a bitmap outside the heaps (pcm_heap_ready).
  */
 #ifndef PCM_HEAP_H
 #define PCM_HEAP_H
@@ -51,26 +64,61 @@ struct pcm_heap {
     volatile pcm_word_t remote;
     char pad_remote[PCM_CACHE_LINE - sizeof(pcm_word_t)];
     volatile pcm_word_t lock;
-    unsigned index;
     struct pcm_segment *segments; /* lock */
     struct pcm_heap_stats stats;  /* lock */
-    struct pcm_bin bins[PCM_CLASS_COUNT];
-} __attribute__((aligned(PCM_CACHE_LINE)));
+    struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: written once, by pcm_heap_prepare */
+} __attribute__((aligned(PCM_PAGE_SIZE)));
+/* Page-aligned and a whole number of pages, so that a heap never shares a
+ * page with another: making one heap ready commits none of its
+ * neighbours' pages (8 KiB a heap on 64-bit builds, 4 KiB on 32-bit). */
+_Static_assert(sizeof(struct pcm_heap) % PCM_PAGE_SIZE == 0, "a heap is whole pages");
 
 extern struct pcm_heap *pcm_heaps __attribute__((visibility("hidden")));
 extern unsigned pcm_heap_count __attribute__((visibility("hidden")));
+/* Bit i of the bitmap: heap i is ready (its limits written).  Set once,
+ * with release, never cleared; its own page(s) of the heaps mapping. */
+extern volatile pcm_word_t *pcm_heap_ready __attribute__((visibility("hidden")));
 
-/* Map and set up the heaps (start-up, single caller). False on ENOMEM. */
+/* Map the heaps (start-up, single caller); nothing in them is written
+ * until each is first used.  False on ENOMEM. */
 bool pcm_heaps_init(unsigned count);
 
-/* The heap of the CPU the caller runs on now (PCMALLOC_CPUS may give
- * fewer heaps than CPUs: then CPUs share them round-robin). */
-static inline struct pcm_heap *pcm_heap_current(void)
+static inline unsigned pcm_heap_index(const struct pcm_heap *h)
+{
+    return (unsigned)(h - pcm_heaps);
+}
+
+/* Whether heap i has been made ready.  acquire: pairs with the release in
+ * pcm_heap_prepare_slow, so a ready heap's limits are visible. */
+static inline bool pcm_heap_is_ready(unsigned i)
+{
+    return (pcm_load_acquire(&pcm_heap_ready[i / PCM_WORD_BITS]) >> (i % PCM_WORD_BITS)) & 1u;
+}
+
+/* Write h's limits and mark it ready, once (start-up of one heap). */
+void pcm_heap_prepare_slow(struct pcm_heap *h) __attribute__((noinline, cold));
+static inline void pcm_heap_prepare(struct pcm_heap *h)
+{
+    if (__builtin_expect(!pcm_heap_is_ready(pcm_heap_index(h)), 0))
+        pcm_heap_prepare_slow(h);
+}
+
+/* The index of the heap of the CPU the caller runs on now: the CPU number
+ * itself, the only mapping the rseq path can use (its sections index the
+ * heaps by the kernel's cpu_id).  PCMALLOC_CPUS above the CPU count leaves
+ * the heaps of CPU numbers the machine lacks idle; below it, CPUs share
+ * heaps round-robin (and the CAS path runs). */
+static inline unsigned pcm_heap_current_index(void)
 {
     unsigned cpu = pcm_cpu_current();
     if (__builtin_expect(cpu >= pcm_heap_count, 0))
         cpu %= pcm_heap_count;
-    return &pcm_heaps[cpu];
+    return cpu;
+}
+
+static inline struct pcm_heap *pcm_heap_current(void)
+{
+    return &pcm_heaps[pcm_heap_current_index()];
 }
 
 /* ---- the fast path's slow halves, one pair per fast path ---- */
@@ -129,8 +177,9 @@ size_t pcm_heap_trim_locked(struct pcm_heap *h);
 /* Give back every span of h with no object out, also the one a bin keeps
  * to avoid cutting a new span on every refill (trim and decay ticks). */
 void pcm_heap_release_empty_spans_locked(struct pcm_heap *h);
-/* h's lock if free, else the first free one of the others (waiting when
- * all are busy); the heap it locked. */
+/* h's lock if free, else the first free one of the other ready heaps
+ * (waiting when all are busy); the heap it locked.  Makes h ready first:
+ * every allocation's slow half comes through here. */
 struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h);
 
 /* Test-only fault (see tests/stress): while non-zero, every refill puts
@@ -145,7 +194,8 @@ bool pcm_heap_trylock(struct pcm_heap *h);
  * must have this heap - fork, malloc_trim - never on an allocation path. */
 void pcm_heap_lock(struct pcm_heap *h);
 void pcm_heap_unlock(struct pcm_heap *h);
-/* For fork: take (and give back) every heap's lock. */
+/* For fork: take (and give back) every ready heap's lock, and hold off
+ * pcm_heap_prepare meanwhile (so the set of ready heaps stays put). */
 void pcm_heaps_lock_all(void);
 void pcm_heaps_unlock_all(void);
 

@@ -43,6 +43,8 @@ static void write_file(struct pcm_sink *sink, const char *text, size_t len)
 static unsigned long heap_segment_bytes(unsigned h)
 {
     unsigned long bytes = 0;
+    if (!pcm_heap_is_ready(h))
+        return 0; /* no segments, and its pages stay untouched */
     for (struct pcm_segment *s = *(struct pcm_segment *volatile *)&pcm_heaps[h].segments; s;
          s = *(struct pcm_segment *volatile *)&s->next)
         bytes += PCM_SEGMENT_SIZE;

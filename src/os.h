@@ -47,6 +47,11 @@ void pcm_os_unmap(void *p, size_t bytes);
  */
 bool pcm_os_decommit(void *p, size_t bytes);
 
+/* Ask that [p, p + bytes) (page-aligned) be backed by small pages only:
+ * for metadata written sparsely, where one transparent huge page would
+ * commit 2 MiB for a few bytes.  Best effort; nothing depends on it. */
+void pcm_os_no_huge_pages(void *p, size_t bytes);
+
 /* Grow or shrink a mapping without moving it (mremap without MAYMOVE):
  * NULL + ENOMEM if the pages above it are taken. */
 void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes);

@@ -176,6 +176,13 @@ bool pcm_os_decommit(void *p, size_t bytes)
     return madvise(p, bytes, MADV_DONTNEED) == 0;
 }
 
+void pcm_os_no_huge_pages(void *p, size_t bytes)
+{
+    int saved_errno = errno; /* EINVAL where THP is not built in */
+    madvise(p, bytes, MADV_NOHUGEPAGE);
+    errno = saved_errno;
+}
+
 /* mremap with `flags`; NULL + ENOMEM (the old mapping untouched) when the
  * kernel refuses. */
 static void *pcm_os_mremap(void *p, size_t old_bytes, size_t new_bytes, int flags, void *target)

@@ -6,6 +6,7 @@
 #include "stats.h"
 
 #include <fcntl.h>
+#include <string.h>
 
 #include "heap.h"
 #include "sizeclass.h"
@@ -121,6 +122,8 @@ void pcm_stats_class_read(unsigned cls, struct pcm_stats_class *out)
 {
     pcm_word_t served = 0, returned = 0;
     for (unsigned h = 0; pcm_heaps && h < pcm_heap_count; h++) {
+        if (!pcm_heap_is_ready(h))
+            continue; /* all zeroes, and not to be touched */
         served += read_counter(&pcm_heaps[h].stats.served[cls]);
         returned += read_counter(&pcm_heaps[h].stats.returned[cls]);
     }
@@ -137,6 +140,11 @@ void pcm_stats_heap_read(unsigned heap, struct pcm_stats_heap *out)
 {
     const struct pcm_heap_stats *s = &pcm_heaps[heap].stats;
     pcm_word_t returned = 0;
+    if (!pcm_heap_is_ready(heap)) {
+        /* all zeroes, and reading them would map the heap's pages */
+        memset(out, 0, sizeof *out);
+        return;
+    }
     out->requests = 0;
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         out->requests += read_counter(&s->served[c]);

@@ -123,7 +123,7 @@ static bool pin_and_check(const struct cpus *cpus, unsigned index)
     }
     int seen = sched_getcpu();
     unsigned mine = pcm_cpu_current();
-    unsigned heap = pcm_heap_current()->index;
+    unsigned heap = pcm_heap_current_index();
     PCM_CHECK(seen == cpu, "thread %u pinned to CPU %d, sched_getcpu says %d", index, cpu, seen);
     PCM_CHECK(mine == (unsigned)cpu, "thread %u pinned to CPU %d, pcm_cpu_current (%s) says %u", index, cpu,
               pcm_cpu_source(), mine);
