@@ -195,15 +195,17 @@ static void *take_all_on(struct pcm_heap *h, unsigned cls)
 static void give_back_locked(struct pcm_heap *h, void *obj)
 {
     unsigned owner = pcm_span_of(pcm_segment_of(obj), obj)->owner;
-    if (owner == h->index)
+    if (owner == pcm_heap_index(h))
         pcm_heap_return_locked(h, obj);
     else
         pcm_remote_free(&pcm_heaps[owner], obj);
 }
 
-/* The cache of class cls on h's CPU was full when obj was freed there. */
+/* The cache of class cls on h's CPU was full when obj was freed there
+ * (or h was never used: its limits are 0 until it is made ready). */
 static void flush(struct pcm_heap *h, unsigned cls, void *obj)
 {
+    pcm_heap_prepare(h);
     if (!pcm_heap_trylock(h)) {
         /* Busy: obj's owner takes it back from its remote queue. */
         pcm_remote_free(&pcm_heaps[pcm_span_of(pcm_segment_of(obj), obj)->owner], obj);

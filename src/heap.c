@@ -244,7 +244,7 @@ size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
             n++;
         }
         chain = *(void **)last;
-        if (__builtin_expect(span->owner != h->index, 0)) {
+        if (__builtin_expect(span->owner != pcm_heap_index(h), 0)) {
             pcm_remote_free_chain(&pcm_heaps[span->owner], first, last, n);
             continue;
         }

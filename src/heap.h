@@ -15,16 +15,16 @@
  *     a heap's lock taken goes to another heap, so a holder preempted
  *     inside it delays nobody (see pcm_heap_lock_any).
  *
- * Lazy: a heap is all zeroes until a thread allocates through it, and a
- * heap nobody allocated through is never written, nor read, by anyone.
+ * Lazy: a heap is all zeroes until a thread allocates or frees through
+ * it, and a heap no thread used is never written, nor read, by anyone.
  * Its pages of the heaps mapping stay uncommitted, so PCMALLOC_CPUS=256
  * on a machine that runs a few allocating CPUs costs a few heaps of
  * memory.  Zeroes are a safe state for the fast paths: an empty cache
- * sends a pop to its slow half, which makes the heap ready first
- * (pcm_heap_lock_any -> pcm_heap_prepare); no push reaches a heap that is
- * not ready, because a push caches an object on its owner heap, and a
- * heap owns spans only after it cut objects, that is after it was made
- * ready.  The bins' limits are written then.  Every visitor of all heaps
+ * sends a pop to its slow half, and a limit of 0 sends a push to its
+ * slow half, and both make the heap ready first (pcm_heap_prepare: from
+ * pcm_heap_lock_any for a refill, from the rseq flush for a push onto the
+ * cache of a CPU no thread allocated on).  The bins' limits are written
+ * then.  Every visitor of all heaps
  * (decay, trim, statistics, fork, malloc_info) skips heaps that are not
  * ready, which it learns from a bitmap outside the heaps (pcm_heap_ready).
  */

@@ -78,12 +78,12 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  "madd x9, x9, %[stride], %[slot]\n\t"                                          \
                  "ldr x10, [x9]\n\t"                                                            \
                  "mov x11, #0\n\t"                                                              \
-                 "cbz x10, 7f\n\t"                                                              \
                  "ldr w12, [x9, %[limit]]\n\t"                                                  \
+                 "cbz x10, 7f\n\t"                                                              \
                  "ldrh w11, [x10, #8]\n\t" /* depth: PCM_DEPTH_BITS == 16 */                    \
-                 "cmp w11, w12\n\t"                                                             \
+                 "7: cmp w11, w12\n\t"                                                          \
                  "b.hs %l[" #full "]\n\t"                                                       \
-                 "7: str x10, [%[object]]\n\t"                                                  \
+                 "str x10, [%[object]]\n\t"                                                     \
                  "add x11, x11, %[mark]\n\t"                                                    \
                  "add x11, x11, #1\n\t"                                                         \
                  "str x11, [%[object], #8]\n\t"                                                 \

@@ -119,9 +119,9 @@ struct pcm_arch_rseq_push_args {
                      "jz 7f\n\t"                                                                \
                      "movl 4(%%ecx), %%ecx\n\t"                                                 \
                      "andl $0xfff, %%ecx\n\t" /* depth: PCM_DEPTH_BITS == 12 */                 \
-                     "cmpl %c[limit](%%eax), %%ecx\n\t"                                         \
+                     "7: cmpl %c[limit](%%eax), %%ecx\n\t" /* not yet ready: 0 */               \
                      "jae %l[" #full "]\n\t"                                                    \
-                     "7: incl %%ecx\n\t"                                                        \
+                     "incl %%ecx\n\t"                                                           \
                      "addl 8(%[args]), %%ecx\n\t"                                               \
                      "movl %%ecx, 4(%[object])\n\t"                                             \
                      "movl %[object], (%%eax)\n\t" /* commit */                                 \

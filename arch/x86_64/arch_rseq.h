@@ -107,9 +107,9 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
                  "testq %%rcx, %%rcx\n\t"                                                       \
                  "jz 7f\n\t"                                                                    \
                  "movzwl 8(%%rcx), %%edx\n\t" /* depth: PCM_DEPTH_BITS == 16 */                 \
-                 "cmpl %c[limit](%%rax), %%edx\n\t"                                             \
+                 "7: cmpl %c[limit](%%rax), %%edx\n\t" /* a heap not yet ready: 0 */            \
                  "jae %l[" #full "]\n\t"                                                        \
-                 "7: movq %%rcx, (%[object])\n\t"                                               \
+                 "movq %%rcx, (%[object])\n\t"                                                  \
                  "leaq 1(%%rdx, %[mark]), %%rdx\n\t"                                            \
                  "movq %%rdx, 8(%[object])\n\t"                                                 \
                  "movq %[object], (%%rax)\n\t" /* commit */                                     \

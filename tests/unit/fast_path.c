@@ -130,6 +130,10 @@ static void *free_on_cpu(void *arg)
 {
     struct handoff *h = arg;
     if (pin(h->cpu)) {
+        /* An allocation here first: a heap is made ready by its first
+         * refill, and until then every push onto its caches goes the
+         * slow way (heap.h). */
+        pcm_free(pcm_malloc(56));
         pcm_free(h->p);
         h->top_after_free = slot_top(h->cpu, h->cls);
         pcm_heap_flush_caches_rseq();
