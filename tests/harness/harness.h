@@ -114,6 +114,9 @@ struct pcm_test_child {
  * stderr captured - and exit with its return value. */
 struct pcm_test_child pcm_test_run_child(int (*child)(void *arg), void *arg, unsigned watchdog_s);
 
+/* The process's resident set (/proc/self/statm), bytes; 0 if unknown. */
+size_t pcm_test_resident_bytes(void);
+
 /* Harness entry: runs every registered test (or those whose name contains
  * PCM_TEST_FILTER), prints the summary, returns the exit code. */
 int pcm_test_main(void);

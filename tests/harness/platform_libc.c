@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 void pcm_test_write(const char *buf, size_t len)
@@ -155,4 +156,27 @@ struct pcm_test_child pcm_test_run_child(int (*child)(void *arg), void *arg, uns
     out.signal = out.signaled ? WTERMSIG(status) : 0;
     out.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     return out;
+}
+
+size_t pcm_test_resident_bytes(void)
+{
+    /* read(2), not stdio: the tests measure an allocator that stdio's
+     * buffers would allocate from */
+    char text[128] = {0};
+    int fd = open("/proc/self/statm", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    unsigned long resident = 0;
+    const char *p = text;
+    while (*p >= '0' && *p <= '9') /* the first field: the size */
+        p++;
+    while (*p == ' ')
+        p++;
+    while (*p >= '0' && *p <= '9')
+        resident = resident * 10 + (unsigned long)(*p++ - '0');
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
 }

@@ -51,29 +51,9 @@
 #define MARGIN ((size_t)1 << 20)
 #define KIB(b) ((unsigned long)((b) >> 10))
 
-static size_t resident_bytes(void)
-{
-    char text[128] = {0};
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    unsigned long size = 0, resident = 0;
-    const char *p = text;
-    while (n > 0 && *p >= '0' && *p <= '9')
-        size = size * 10 + (unsigned long)(*p++ - '0');
-    while (*p == ' ')
-        p++;
-    while (*p >= '0' && *p <= '9')
-        resident = resident * 10 + (unsigned long)(*p++ - '0');
-    (void)size;
-    return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static size_t growth(size_t before)
 {
-    size_t now = resident_bytes();
+    size_t now = pcm_test_resident_bytes();
     return now > before ? now - before : 0;
 }
 
@@ -154,7 +134,7 @@ static void fragmentation(unsigned keep)
     uintptr_t *spans = (uintptr_t *)(kept_size + most_kept), *pages = spans + most_kept;
 
     pcm_malloc_trim(0); /* what an earlier test left is not counted */
-    size_t before = resident_bytes(), kept = 0, live = 0;
+    size_t before = pcm_test_resident_bytes(), kept = 0, live = 0;
     for (size_t i = 0; i < objects; i++) {
         size_t size = MIN_SIZE + (size_t)(pcm_test_rand(&rng) % (MAX_SIZE - MIN_SIZE + 1));
         all[i] = pcm_malloc(size);

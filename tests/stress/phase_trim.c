@@ -44,28 +44,6 @@ struct phase {
     volatile int failed;
 };
 
-static size_t resident_bytes(void)
-{
-    char text[128] = {0};
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    unsigned long size = 0, resident = 0;
-    const char *p = text;
-    while (*p >= '0' && *p <= '9')
-        size = size * 10 + (unsigned long)(*p++ - '0');
-    while (*p == ' ')
-        p++;
-    while (*p >= '0' && *p <= '9')
-        resident = resident * 10 + (unsigned long)(*p++ - '0');
-    (void)size;
-    return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static size_t object_size(uint64_t *rng)
 {
     return 16 + (size_t)(pcm_test_rand(rng) % 1009);
@@ -130,7 +108,7 @@ static size_t run_phase(struct phase *ph)
         PCM_CHECK(0, "allocation failed (%d)", ph->failed);
         return 0;
     }
-    size_t peak = resident_bytes();
+    size_t peak = pcm_test_resident_bytes();
     if (pcm_test_run_workers(ph->threads, release, ph) != 0) {
         PCM_CHECK(0, "workers did not start");
         return 0;
@@ -145,7 +123,7 @@ static size_t run_phase(struct phase *ph)
 PCM_TEST(trim_after_phase_returns_memory)
 {
     pcm_free(pcm_malloc(1));
-    size_t baseline = resident_bytes();
+    size_t baseline = pcm_test_resident_bytes();
     PCM_REQUIRE(baseline > 0, "cannot read /proc/self/statm");
 
     struct phase ph;
@@ -155,7 +133,7 @@ PCM_TEST(trim_after_phase_returns_memory)
     struct pcm_stats_totals before, after;
     pcm_stats_totals_read(&before);
     int released = pcm_malloc_trim(0);
-    size_t trimmed = resident_bytes();
+    size_t trimmed = pcm_test_resident_bytes();
     pcm_stats_totals_read(&after);
     pcm_test_printf("  %u threads, %zu MiB of objects: resident %zu MiB before, %zu MiB at the peak, %zu MiB "
                     "after malloc_trim; committed %zu -> %zu MiB\n",
@@ -215,16 +193,16 @@ PCM_TEST(decay_after_phase_returns_memory)
     unsigned saved_delay = pcm_opts.purge_delay_ms;
     pcm_opts.purge_delay_ms = 100;
     pcm_malloc_trim(0); /* start from nothing kept */
-    size_t baseline = resident_bytes();
+    size_t baseline = pcm_test_resident_bytes();
     struct phase ph;
     size_t peak = run_phase(&ph);
     PCM_REQUIRE(peak, "the phase failed");
-    size_t freed = resident_bytes();
+    size_t freed = pcm_test_resident_bytes();
     for (int tick = 0; tick < 3; tick++) {
         sleep_ms(150);
         burst_of_frees();
     }
-    size_t decayed = resident_bytes();
+    size_t decayed = pcm_test_resident_bytes();
     pcm_opts.purge_delay_ms = saved_delay;
     struct pcm_stats_totals totals;
     pcm_stats_totals_read(&totals);
