@@ -66,7 +66,8 @@ static struct pcm_large *word_header(pcm_word_t word)
 
 size_t pcm_large_cache_limit(void)
 {
-    return (size_t)64 << 20;
+    unsigned mib = pcm_opts.large_cache_mib;
+    return (size_t)(mib < LIMIT_MIB_MAX ? mib : LIMIT_MIB_MAX) << 20;
 }
 
 /* Best fit: the smallest cached mapping that holds map_bytes.  Any size
