@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "decay.h"
 #include "init.h"
 #include "large_cache.h"
 #include "layout.h"
@@ -33,6 +34,11 @@ void pcm_large_unmap(struct pcm_large *large)
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
     pcm_ensure_init(); /* it may be the process's first allocation */
+    /* A program that only makes large allocations must see its cache
+     * (and free pages) decay too; errno: a successful malloc keeps it. */
+    int saved_errno = errno;
+    pcm_decay_maybe();
+    errno = saved_errno;
     size_t offset = object_offset(alignment);
     /* Like glibc, no object larger than PTRDIFF_MAX: pointer differences
      * within it must fit a ptrdiff_t. */
@@ -87,6 +93,7 @@ void pcm_large_free(struct pcm_large *large, void *p, const char *call)
     large->object = NULL;
     if (!pcm_large_cache_put(large))
         pcm_large_unmap(large);
+    pcm_decay_maybe();
 }
 
 /* Grow the mapping to new_bytes without copying: in place if the pages
