@@ -59,6 +59,8 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
         large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : PCM_SEGMENT_SIZE);
         if (!large)
             return NULL;
+        if (pcm_opts.hugepages && map_bytes >= PCM_HUGE_PAGE_SIZE)
+            pcm_os_hugepage(large, map_bytes); /* before the header's write */
         large->kind = PCM_KIND_LARGE;
         large->map_bytes = map_bytes;
         if (!pcm_segment_map_set(large, map_bytes, large)) {
@@ -163,6 +165,9 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
         errno = ENOMEM;
         return NULL;
     }
+    /* mremap keeps the mapping's advice: give it once, on crossing. */
+    if (pcm_opts.hugepages && new_bytes >= PCM_HUGE_PAGE_SIZE && old_bytes < PCM_HUGE_PAGE_SIZE)
+        pcm_os_hugepage(moved, new_bytes);
     moved->map_bytes = new_bytes;
     moved->object = (char *)moved + offset;
     moved->requested = size;

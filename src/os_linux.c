@@ -166,6 +166,17 @@ bool pcm_os_decommit(void *p, size_t bytes)
     return madvise(p, bytes, MADV_DONTNEED) == 0;
 }
 
+bool pcm_os_hugepage(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    return madvise(p, bytes, MADV_HUGEPAGE) == 0;
+#else
+    (void)p;
+    (void)bytes;
+    return false;
+#endif
+}
+
 /* mremap with `flags`; NULL + ENOMEM (the old mapping untouched) when the
  * kernel refuses. */
 static void *pcm_os_mremap(void *p, size_t old_bytes, size_t new_bytes, int flags, void *target)
