@@ -115,12 +115,19 @@ static struct pcm_large *grow_mapping(struct pcm_large *large, size_t new_bytes)
     struct pcm_large *target = pcm_os_map_aligned(new_bytes, PCM_SEGMENT_SIZE);
     if (!target)
         return NULL;
-    if (!pcm_segment_map_prepare(target, new_bytes) ||
-        !pcm_os_remap_fixed(large, old_bytes, new_bytes, target)) {
+    if (!pcm_segment_map_prepare(target, new_bytes)) {
         pcm_os_unmap(target, new_bytes);
         return NULL;
     }
+    /* Out of the map before the move frees the old range: from then on
+     * another thread may map there and register its own owner, which a
+     * later clear would erase (its free would abort). */
     pcm_segment_map_clear(large, old_bytes);
+    if (!pcm_os_remap_fixed(large, old_bytes, new_bytes, target)) {
+        pcm_segment_map_set(large, old_bytes, large); /* its leaves exist: cannot fail */
+        pcm_os_unmap(target, new_bytes);
+        return NULL;
+    }
     return target;
 }
 
