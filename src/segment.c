@@ -115,13 +115,17 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
         first &= ~(PCM_HUGE_PAGE_PAGES - 1);
         last |= PCM_HUGE_PAGE_PAGES - 1;
     }
+    /* A word of the bitmap at a time: a huge page is 512 pages, and this
+     * runs for every span cut. */
     size_t fresh = 0;
-    for (size_t page = first; page <= last; page++) {
-        pcm_word_t bit = (pcm_word_t)1 << (page % PCM_WORD_BITS);
-        if (!(s->page_touched[page / PCM_WORD_BITS] & bit)) {
-            s->page_touched[page / PCM_WORD_BITS] |= bit;
+    for (size_t w = first / PCM_WORD_BITS; w <= last / PCM_WORD_BITS; w++) {
+        size_t lo = w == first / PCM_WORD_BITS ? first % PCM_WORD_BITS : 0;
+        size_t hi = w == last / PCM_WORD_BITS ? last % PCM_WORD_BITS + 1 : PCM_WORD_BITS;
+        pcm_word_t mask = hi - lo == PCM_WORD_BITS ? ~(pcm_word_t)0 : (((pcm_word_t)1 << (hi - lo)) - 1) << lo;
+        pcm_word_t new_bits = mask & ~s->page_touched[w];
+        s->page_touched[w] |= new_bits;
+        for (; new_bits; new_bits &= new_bits - 1)
             fresh++;
-        }
     }
     if (fresh)
         pcm_stats_committed(fresh << PCM_PAGE_SHIFT);
