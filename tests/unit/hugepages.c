@@ -47,8 +47,9 @@ static const char *thp_mode(void)
 }
 
 struct vma_info {
+    uintptr_t start, end;
     bool found;
-    bool hugepage_advised;  /* "hg" in VmFlags */
+    bool hugepage_advised;       /* "hg" in VmFlags */
     unsigned long anon_huge_kib; /* AnonHugePages */
 };
 
@@ -66,48 +67,59 @@ static unsigned long parse_hex(const char **p)
     }
 }
 
-/* The /proc/self/smaps entry of the mapping holding addr. */
-static struct vma_info vma_of(const void *addr)
+/* The mappings of /proc/self/smaps, read by snapshot(). */
+#define VMAS_MAX 8192
+static struct vma_info vmas[VMAS_MAX];
+static size_t vma_count;
+
+static void snapshot(void)
 {
     static char text[8 * MIB];
-    struct vma_info info = {false, false, 0};
+    vma_count = 0;
     int fd = open("/proc/self/smaps", O_RDONLY);
     if (fd < 0)
-        return info;
+        return;
     size_t len = 0;
     for (ssize_t n; len < sizeof text - 1 && (n = read(fd, text + len, sizeof text - 1 - len)) > 0;)
         len += (size_t)n;
     close(fd);
     text[len] = '\0';
-    bool inside = false;
+    struct vma_info *v = NULL;
     for (const char *line = text; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
         const char *p = line;
         unsigned long start = parse_hex(&p);
         if (p != line && *p == '-') { /* "start-end perms ...": a mapping */
             p++;
             unsigned long end = parse_hex(&p);
-            if (inside)
-                break;
-            inside = start <= (uintptr_t)addr && (uintptr_t)addr < end;
-            info.found |= inside;
+            v = vma_count < VMAS_MAX ? &vmas[vma_count++] : NULL;
+            if (v)
+                *v = (struct vma_info){start, end, true, false, 0};
             continue;
         }
-        if (!inside)
+        if (!v)
             continue;
         if (strncmp(line, "AnonHugePages:", 14) == 0) {
             p = line + 14;
             while (*p == ' ')
                 p++;
             while (*p >= '0' && *p <= '9')
-                info.anon_huge_kib = info.anon_huge_kib * 10 + (unsigned long)(*p++ - '0');
+                v->anon_huge_kib = v->anon_huge_kib * 10 + (unsigned long)(*p++ - '0');
         } else if (strncmp(line, "VmFlags:", 8) == 0) {
             const char *eol = strchr(line, '\n');
             for (p = line + 8; p + 2 <= (eol ? eol : p + strlen(p)); p++)
                 if (p[0] == 'h' && p[1] == 'g' && p[-1] == ' ' && (p[2] == ' ' || p[2] == '\n'))
-                    info.hugepage_advised = true;
+                    v->hugepage_advised = true;
         }
     }
-    return info;
+}
+
+/* The mapping holding addr in the last snapshot. */
+static struct vma_info vma_of(const void *addr)
+{
+    for (size_t i = 0; i < vma_count; i++)
+        if (vmas[i].start <= (uintptr_t)addr && (uintptr_t)addr < vmas[i].end)
+            return vmas[i];
+    return (struct vma_info){0, 0, false, false, 0};
 }
 
 /* Can this process get a huge page by madvise at all?  Its own mapping,
@@ -121,6 +133,7 @@ static bool kernel_gives_huge_pages(void)
     char *aligned = (char *)PCM_ALIGN_UP((uintptr_t)raw, PCM_HUGE_PAGE_SIZE);
     madvise(aligned, PCM_HUGE_PAGE_SIZE, MADV_HUGEPAGE);
     memset(aligned, 1, PCM_HUGE_PAGE_SIZE);
+    snapshot();
     struct vma_info info = vma_of(aligned);
     munmap(raw, bytes);
     if (!info.found || !info.hugepage_advised) {
@@ -194,7 +207,14 @@ PCM_TEST(hugepages_allocations_work_and_get_huge_pages)
     if (strcmp(mode, "always") != 0 && strcmp(mode, "madvise") != 0) {
         pcm_test_printf("  skipped the kernel checks: THP is not \"always\" or \"madvise\" here\n");
     } else if (kernel_gives_huge_pages()) {
-        struct vma_info seg = vma_of(small[SMALL - 1]), big = vma_of(large), buf = vma_of(grown);
+        snapshot();
+        /* The segments made before the option was set are not advised;
+         * which heap (and so which segments) served which object depends
+         * on the CPUs the thread ran on: any advised one will do. */
+        struct vma_info seg = vma_of(small[SMALL - 1]);
+        for (size_t i = 0; i < SMALL && !(seg.hugepage_advised && seg.anon_huge_kib); i++)
+            seg = vma_of(small[i]);
+        struct vma_info big = vma_of(large), buf = vma_of(grown);
         pcm_test_printf("  AnonHugePages: %lu KiB in the segments' mapping, %lu KiB in the 8 MiB object's, "
                         "%lu KiB in the grown buffer's\n",
                         seg.anon_huge_kib, big.anon_huge_kib, buf.anon_huge_kib);
@@ -211,6 +231,7 @@ PCM_TEST(hugepages_allocations_work_and_get_huge_pages)
             unsigned char *plain = pcm_malloc(8 * MIB);
             PCM_REQUIRE(plain, "malloc(8 MiB) failed");
             memset(plain, 3, 8 * MIB);
+            snapshot();
             struct vma_info off = vma_of(plain);
             PCM_CHECK(off.found && !off.hugepage_advised && off.anon_huge_kib == 0,
                       "with the option off an 8 MiB object is %s, with %lu KiB of huge pages",
