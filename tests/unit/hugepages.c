@@ -46,6 +46,21 @@ static const char *thp_mode(void)
     return mode;
 }
 
+/* The kernel's huge page size (hpage_pmd_size), 0 if it does not say. */
+static unsigned long huge_page_size(void)
+{
+    char text[32] = {0};
+    int fd = open("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    unsigned long size = 0;
+    for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; i++)
+        size = size * 10 + (unsigned long)(text[i] - '0');
+    return size;
+}
+
 struct vma_info {
     uintptr_t start, end;
     bool found;
@@ -126,6 +141,12 @@ static struct vma_info vma_of(const void *addr)
  * 2 MiB-aligned, advised and touched, tells. */
 static bool kernel_gives_huge_pages(void)
 {
+    unsigned long huge = huge_page_size();
+    if (huge && huge != PCM_HUGE_PAGE_SIZE) {
+        pcm_test_printf("  skipped the kernel checks: this kernel's huge pages are %lu KiB, not 2 MiB (a non-PAE i386 "
+                        "kernel's are 4 MiB)\n", huge >> 10);
+        return false;
+    }
     size_t bytes = 2 * PCM_HUGE_PAGE_SIZE;
     char *raw = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
