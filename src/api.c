@@ -17,6 +17,7 @@
 #include "heap.h"
 #include "init.h"
 #include "large.h"
+#include "large_cache.h"
 #include "misuse.h"
 #include "os.h"
 #include "percpu_cache.h"

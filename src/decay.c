@@ -9,6 +9,7 @@
 
 #include "heap.h"
 #include "init.h"
+#include "large_cache.h"
 #include "segment.h"
 
 /* Milliseconds of CLOCK_MONOTONIC at the last tick; compared by unsigned
@@ -45,4 +46,5 @@ void pcm_decay_maybe(void)
             pcm_segment_decay(s);
         pcm_heap_unlock(h);
     }
+    pcm_large_cache_decay();
 }

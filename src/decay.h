@@ -1,12 +1,14 @@
 /*
  * decay.h - memory that stayed free goes back to the OS after
  * PCMALLOC_PURGE_DELAY milliseconds, without a background thread: the
- * free path's flushes call pcm_decay_maybe, and once per delay one of
- * them runs a tick over every heap whose lock it can take.  A page is
+ * free path's flushes and every large allocation and free call
+ * pcm_decay_maybe, and once per delay one of them runs a tick over every
+ * heap whose lock it can take, and over the large cache (large_cache.h).  A page is
  * decommitted at the first tick that finds it free (in no span) and
  * touched, as the tick before did (pcm_segment_decay) - so it stayed free
- * for at least one period, at most two.  A program that stops calling
- * free keeps its pages until malloc_trim(0).
+ * for at least one period, at most two; so is a cached large mapping.  A
+ * program that stops calling malloc and free keeps its pages until
+ * malloc_trim(0).
  */
 #ifndef PCM_DECAY_H
 #define PCM_DECAY_H

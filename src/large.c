@@ -1,7 +1,6 @@
 /*
- * large.c - large objects on their own mappings, and the cache of freed
- * mappings (large.h).  Lock-free: the cache is an array of slots, each
- * taken with one CAS.  No malloc.
+ * large.c - large objects on their own mappings (large.h); freed ones go
+ * to the cache of large_cache.c.  Lock-free.  No malloc.
  */
 #include "large.h"
 
@@ -9,7 +8,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "decay.h"
 #include "init.h"
+#include "large_cache.h"
 #include "layout.h"
 #include "misuse.h"
 #include "os.h"
@@ -17,28 +18,12 @@
 #include "segment_map.h"
 #include "stats.h"
 
-#define CACHE_SLOTS 16u
-#define CACHE_BYTES_MAX ((size_t)64 << 20)
-/* How often a taker retries when the best-fitting slot was taken under it
- * before giving up and mapping afresh. */
-#define CACHE_TAKE_TRIES 4u
-
-/* Slot invariant: 0, or a header whose mapping is unused and whose
- * `object` is NULL; while a header sits in a slot nothing changes it.  A
- * slot is filled by CAS from 0 and emptied by CAS from the header it
- * holds; a header is in at most one slot.  ABA: a taker's CAS from header
- * H succeeds only if H is in the slot now; if H left and came back in
- * between (perhaps resized by a realloc while it was out), the taker reads
- * its size again after the CAS, from the header it now owns. */
-static volatile pcm_word_t cache_slot[CACHE_SLOTS];
-static volatile pcm_word_t cache_bytes;
-
 static size_t object_offset(size_t alignment)
 {
     return alignment > PCM_PAGE_SIZE ? alignment : PCM_PAGE_SIZE;
 }
 
-static void unmap_large(struct pcm_large *large)
+void pcm_large_unmap(struct pcm_large *large)
 {
     size_t bytes = large->map_bytes;
     pcm_segment_map_clear(large, bytes);
@@ -46,79 +31,14 @@ static void unmap_large(struct pcm_large *large)
     pcm_stats_large_destroyed(bytes);
 }
 
-/* The smallest cached mapping that holds map_bytes (best fit), or NULL.
- * Any size is taken: a cached mapping's pages are already resident, so
- * reusing a bigger one costs no memory a fresh one would not, and saves
- * faulting in fresh pages - a buffer that grows to the same size each
- * round reuses last round's mapping. */
-static struct pcm_large *cache_take(size_t map_bytes)
-{
-    if (!pcm_load_relaxed(&cache_bytes))
-        return NULL;
-    for (unsigned tries = 0; tries < CACHE_TAKE_TRIES; tries++) {
-        unsigned best = CACHE_SLOTS;
-        pcm_word_t best_seen = 0;
-        size_t best_bytes = SIZE_MAX;
-        for (unsigned i = 0; i < CACHE_SLOTS; i++) {
-            pcm_word_t seen = pcm_load_acquire(&cache_slot[i]);
-            if (!seen)
-                continue;
-            size_t have = ((struct pcm_large *)seen)->map_bytes;
-            if (have >= map_bytes && have < best_bytes) {
-                best = i;
-                best_seen = seen;
-                best_bytes = have;
-            }
-        }
-        if (best == CACHE_SLOTS)
-            return NULL;
-        if (pcm_cas_acq_rel(&cache_slot[best], &best_seen, 0)) {
-            struct pcm_large *large = (struct pcm_large *)best_seen;
-            pcm_fetch_sub_acq_rel(&cache_bytes, large->map_bytes);
-            if (large->map_bytes >= map_bytes)
-                return large;
-            unmap_large(large); /* it left and came back smaller meanwhile */
-        }
-    }
-    return NULL;
-}
-
-static bool cache_put(struct pcm_large *large)
-{
-    size_t bytes = large->map_bytes;
-    if (bytes > CACHE_BYTES_MAX / 4)
-        return false;
-    if (pcm_fetch_add_acq_rel(&cache_bytes, bytes) + bytes > CACHE_BYTES_MAX) {
-        pcm_fetch_sub_acq_rel(&cache_bytes, bytes);
-        return false;
-    }
-    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
-        pcm_word_t expected = 0;
-        /* release: the header's state is visible to the taker */
-        if (pcm_cas_acq_rel(&cache_slot[i], &expected, (pcm_word_t)large))
-            return true;
-    }
-    pcm_fetch_sub_acq_rel(&cache_bytes, bytes);
-    return false;
-}
-
-bool pcm_large_cache_trim(void)
-{
-    bool any = false;
-    for (unsigned i = 0; i < CACHE_SLOTS; i++) {
-        struct pcm_large *large = (struct pcm_large *)pcm_swap_acq_rel(&cache_slot[i], 0);
-        if (large) {
-            pcm_fetch_sub_acq_rel(&cache_bytes, large->map_bytes);
-            unmap_large(large);
-            any = true;
-        }
-    }
-    return any;
-}
-
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
     pcm_ensure_init(); /* it may be the process's first allocation */
+    /* A program that only makes large allocations must see its cache
+     * (and free pages) decay too; errno: a successful malloc keeps it. */
+    int saved_errno = errno;
+    pcm_decay_maybe();
+    errno = saved_errno;
     size_t offset = object_offset(alignment);
     /* Like glibc, no object larger than PTRDIFF_MAX: pointer differences
      * within it must fit a ptrdiff_t. */
@@ -132,13 +52,15 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
      * mapping aligned to at least that much. Cached mappings are only
      * segment-aligned. */
     bool over_aligned = alignment > PCM_SEGMENT_SIZE;
-    struct pcm_large *large = over_aligned ? NULL : cache_take(map_bytes);
+    struct pcm_large *large = over_aligned ? NULL : pcm_large_cache_take(map_bytes);
     if (large && zeroed) /* calloc promises zeros for the size asked, no more */
         memset((char *)large + offset, 0, size);
     if (!large) {
         large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : PCM_SEGMENT_SIZE);
         if (!large)
             return NULL;
+        if (pcm_opts.hugepages && map_bytes >= PCM_HUGE_PAGE_SIZE)
+            pcm_os_hugepage(large, map_bytes); /* before the header's write */
         large->kind = PCM_KIND_LARGE;
         large->map_bytes = map_bytes;
         if (!pcm_segment_map_set(large, map_bytes, large)) {
@@ -171,8 +93,9 @@ void pcm_large_free(struct pcm_large *large, void *p, const char *call)
 {
     pcm_large_check(large, p, call);
     large->object = NULL;
-    if (!cache_put(large))
-        unmap_large(large);
+    if (!pcm_large_cache_put(large))
+        pcm_large_unmap(large);
+    pcm_decay_maybe();
 }
 
 /* Grow the mapping to new_bytes without copying: in place if the pages
@@ -192,12 +115,19 @@ static struct pcm_large *grow_mapping(struct pcm_large *large, size_t new_bytes)
     struct pcm_large *target = pcm_os_map_aligned(new_bytes, PCM_SEGMENT_SIZE);
     if (!target)
         return NULL;
-    if (!pcm_segment_map_prepare(target, new_bytes) ||
-        !pcm_os_remap_fixed(large, old_bytes, new_bytes, target)) {
+    if (!pcm_segment_map_prepare(target, new_bytes)) {
         pcm_os_unmap(target, new_bytes);
         return NULL;
     }
+    /* Out of the map before the move frees the old range: from then on
+     * another thread may map there and register its own owner, which a
+     * later clear would erase (its free would abort). */
     pcm_segment_map_clear(large, old_bytes);
+    if (!pcm_os_remap_fixed(large, old_bytes, new_bytes, target)) {
+        pcm_segment_map_set(large, old_bytes, large); /* its leaves exist: cannot fail */
+        pcm_os_unmap(target, new_bytes);
+        return NULL;
+    }
     return target;
 }
 
@@ -242,6 +172,9 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
         errno = ENOMEM;
         return NULL;
     }
+    /* mremap keeps the mapping's advice: give it once, on crossing. */
+    if (pcm_opts.hugepages && new_bytes >= PCM_HUGE_PAGE_SIZE && old_bytes < PCM_HUGE_PAGE_SIZE)
+        pcm_os_hugepage(moved, new_bytes);
     moved->map_bytes = new_bytes;
     moved->object = (char *)moved + offset;
     moved->requested = size;

@@ -7,9 +7,9 @@
  * grows a large object with mremap - in place if the pages above are free,
  * else moved without copying - and grows the mapping geometrically, so a
  * string appended to 4 KiB at a time costs amortised O(1) per step.
- * Freed mappings wait in a small cache (a few slots, bounded in bytes) so
- * a program that allocates and frees big buffers in a loop does not pay
- * an mmap and munmap each time.
+ * Freed mappings wait in a cache bounded in bytes (large_cache.h) so a
+ * program that allocates and frees big buffers in a loop does not pay an
+ * mmap and munmap each time.
  */
 #ifndef PCM_LARGE_H
 #define PCM_LARGE_H
@@ -35,8 +35,8 @@ size_t pcm_large_usable(const struct pcm_large *large);
 void pcm_large_free(struct pcm_large *large, void *p, const char *call);
 /* realloc of a large object; NULL (errno ENOMEM) leaves it as it was. */
 void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size);
-/* Unmap every cached mapping; true if there was any. */
-bool pcm_large_cache_trim(void);
+/* Unmap a mapping no one uses (a freed one the cache does not keep). */
+void pcm_large_unmap(struct pcm_large *large);
 /* Check p is the live object of this header, else report and abort. */
 void pcm_large_check(struct pcm_large *large, void *p, const char *call);
 

@@ -55,6 +55,8 @@ static const struct pcm_option_spec pcm_option_table[] = {
     PCM_OPTION_UNSIGNED("PCMALLOC_CPUS",         cpus,           0,       0,   1024),
     PCM_OPTION_UNSIGNED("PCMALLOC_PURGE_DELAY",  purge_delay_ms, 1000,    0,   3600000),
     PCM_OPTION_BOOL(    "PCMALLOC_HARDENED",     hardened,       0),
+    PCM_OPTION_UNSIGNED("PCMALLOC_LARGE_CACHE",  large_cache_mib, 64,     0,   4095),
+    PCM_OPTION_BOOL(    "PCMALLOC_HUGEPAGES",    hugepages,      0),
 };
 
 static void pcm_option_store(struct pcm_options *out, const struct pcm_option_spec *spec,

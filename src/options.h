@@ -25,6 +25,8 @@ struct pcm_options {
     unsigned cpus;             /* PCMALLOC_CPUS: per-CPU heaps; 0 = the OS's count */
     unsigned purge_delay_ms;   /* PCMALLOC_PURGE_DELAY: ms before free memory goes back */
     bool hardened;             /* PCMALLOC_HARDENED: 0/1, extra misuse checks */
+    unsigned large_cache_mib;  /* PCMALLOC_LARGE_CACHE: MiB of freed large mappings kept */
+    bool hugepages;            /* PCMALLOC_HUGEPAGES: 0/1, transparent huge pages for segments */
 };
 
 /*

@@ -52,6 +52,15 @@ bool pcm_os_decommit(void *p, size_t bytes);
  * commit 2 MiB for a few bytes.  Best effort; nothing depends on it. */
 void pcm_os_no_huge_pages(void *p, size_t bytes);
 
+/*
+ * Ask the kernel to back [p, p + bytes) with transparent huge pages where
+ * it can (madvise MADV_HUGEPAGE; it matters where THP is "madvise", the
+ * common default).  Call it before the range's first touch: a 2 MiB range
+ * that already has small pages keeps them until khugepaged collapses it.
+ * Returns false if the kernel refused (no THP support): nothing changes.
+ */
+bool pcm_os_hugepage(void *p, size_t bytes);
+
 /* Grow or shrink a mapping without moving it (mremap without MAYMOVE):
  * NULL + ENOMEM if the pages above it are taken. */
 void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes);

@@ -183,6 +183,17 @@ void pcm_os_no_huge_pages(void *p, size_t bytes)
     errno = saved_errno;
 }
 
+bool pcm_os_hugepage(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    return madvise(p, bytes, MADV_HUGEPAGE) == 0;
+#else
+    (void)p;
+    (void)bytes;
+    return false;
+#endif
+}
+
 /* mremap with `flags`; NULL + ENOMEM (the old mapping untouched) when the
  * kernel refuses. */
 static void *pcm_os_mremap(void *p, size_t old_bytes, size_t new_bytes, int flags, void *target)

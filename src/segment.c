@@ -7,6 +7,7 @@
 
 #include <errno.h>
 
+#include "init.h"
 #include "os.h"
 #include "segment_map.h"
 #include "stats.h"
@@ -34,6 +35,16 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     struct pcm_segment *s = pcm_os_map_aligned(PCM_SEGMENT_SIZE, PCM_SEGMENT_SIZE);
     if (!s)
         return NULL;
+    /* Before the header's first write: a range that faulted in small
+     * pages keeps them. */
+    /* Either way, before the first write.  Without the option, small pages
+     * even where THP is "always": a 4 MiB-aligned segment would otherwise
+     * get two huge pages at its first object, resident and never handed
+     * back by decay, which gives back 4 KiB pages pcmalloc wrote. */
+    if (pcm_opts.hugepages)
+        pcm_os_hugepage(s, PCM_SEGMENT_SIZE);
+    else
+        pcm_os_no_huge_pages(s, PCM_SEGMENT_SIZE);
     s->kind = PCM_KIND_SEGMENT;
     s->owner = owner;
     s->header_pages = HEADER_PAGES;
@@ -47,6 +58,10 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     pcm_segment_index_add(s);
     pcm_stats_segment_mapped(PCM_SEGMENT_SIZE);
     pcm_stats_committed(HEADER_PAGES << PCM_PAGE_SHIFT);
+    for (size_t page = 0; page < HEADER_PAGES; page++)
+        s->page_touched[page / PCM_WORD_BITS] |= (pcm_word_t)1 << (page % PCM_WORD_BITS);
+    if (pcm_opts.hugepages) /* the header made its huge page resident: count the rest of it */
+        pcm_segment_touched(s, (uintptr_t)s, (uintptr_t)s + PCM_PAGE_SIZE);
     return s;
 }
 
@@ -101,13 +116,23 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
 {
     size_t first = (start - (uintptr_t)s) >> PCM_PAGE_SHIFT;
     size_t last = (end - 1 - (uintptr_t)s) >> PCM_PAGE_SHIFT;
+    /* With huge pages a first touch makes the whole huge page resident:
+     * count it so, and let decay see its pages as touched. */
+    if (pcm_opts.hugepages) {
+        first &= ~(PCM_HUGE_PAGE_PAGES - 1);
+        last |= PCM_HUGE_PAGE_PAGES - 1;
+    }
+    /* A word of the bitmap at a time: a huge page is 512 pages, and this
+     * runs for every span cut. */
     size_t fresh = 0;
-    for (size_t page = first; page <= last; page++) {
-        pcm_word_t bit = (pcm_word_t)1 << (page % PCM_WORD_BITS);
-        if (!(s->page_touched[page / PCM_WORD_BITS] & bit)) {
-            s->page_touched[page / PCM_WORD_BITS] |= bit;
+    for (size_t w = first / PCM_WORD_BITS; w <= last / PCM_WORD_BITS; w++) {
+        size_t lo = w == first / PCM_WORD_BITS ? first % PCM_WORD_BITS : 0;
+        size_t hi = w == last / PCM_WORD_BITS ? last % PCM_WORD_BITS + 1 : PCM_WORD_BITS;
+        pcm_word_t mask = hi - lo == PCM_WORD_BITS ? ~(pcm_word_t)0 : (((pcm_word_t)1 << (hi - lo)) - 1) << lo;
+        pcm_word_t new_bits = mask & ~s->page_touched[w];
+        s->page_touched[w] |= new_bits;
+        for (; new_bits; new_bits &= new_bits - 1)
             fresh++;
-        }
     }
     if (fresh)
         pcm_stats_committed(fresh << PCM_PAGE_SHIFT);
@@ -148,13 +173,14 @@ static size_t decommit_where(struct pcm_segment *s, bool stale)
         size_t first = page;
         while (page < PCM_SEGMENT_PAGES && page_is_free_touched(s, page, stale))
             page++;
+        size_t last = page; /* the run is [first, last) */
         /* A refusal (fault injection, ENOMEM splitting a VMA) keeps the
          * pages counted: they are still there. */
-        if (!pcm_os_decommit((char *)s + (first << PCM_PAGE_SHIFT), (page - first) << PCM_PAGE_SHIFT))
+        if (!pcm_os_decommit((char *)s + (first << PCM_PAGE_SHIFT), (last - first) << PCM_PAGE_SHIFT))
             continue;
-        for (size_t p = first; p < page; p++)
+        for (size_t p = first; p < last; p++)
             s->page_touched[p / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (p % PCM_WORD_BITS));
-        released += (page - first) << PCM_PAGE_SHIFT;
+        released += (last - first) << PCM_PAGE_SHIFT;
     }
     if (released)
         pcm_stats_decommitted(released);

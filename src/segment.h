@@ -130,7 +130,13 @@ size_t pcm_segment_decommit_free(struct pcm_segment *s);
 /* A decay tick: decommit the pages of s that were free (in no span) and
  * touched at the previous tick and still are - pages that stayed free for
  * a whole tick period - and remember which are free now.  The bytes given
- * back.  Caller holds the owner's lock. */
+ * back.  Caller holds the owner's lock.
+ * With PCMALLOC_HUGEPAGES=1 a first touch marks its whole huge page
+ * touched (it is all resident), so the free pages of a huge page go back
+ * too, never-used ones included.  A huge page that is free as a whole is
+ * given back whole; one that is partly in use is split by the kernel (the
+ * trade-off: memory back after a purge delay beats keeping a huge TLB
+ * entry for mostly free memory - measured in the README). */
 size_t pcm_segment_decay(struct pcm_segment *s);
 
 /* Give a span's pages back to its segment for other spans (they stay

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "heap.h"
+#include "large_cache.h"
 #include "sizeclass.h"
 
 static struct {
@@ -97,6 +98,8 @@ void pcm_stats_totals_read(struct pcm_stats_totals *out)
     out->segments = pcm_load_relaxed(&totals.segments);
     out->large_objects = pcm_load_relaxed(&totals.large_objects);
     out->large_bytes = pcm_load_relaxed(&totals.large_bytes);
+    out->large_cached = pcm_large_cache_count();
+    out->large_cached_bytes = pcm_large_cache_bytes();
     out->mapped_bytes = pcm_load_relaxed(&totals.mapped_bytes);
     out->peak_mapped_bytes = pcm_load_relaxed(&totals.peak_mapped_bytes);
     out->committed_bytes = pcm_load_relaxed(&totals.committed_bytes);

@@ -19,6 +19,8 @@ struct pcm_stats_totals {
     pcm_word_t segments;        /* segments mapped (never unmapped) */
     pcm_word_t large_objects;   /* large mappings now (live or cached) */
     pcm_word_t large_bytes;     /* bytes in large mappings now */
+    pcm_word_t large_cached;    /* of those, mappings kept for reuse */
+    pcm_word_t large_cached_bytes;
     pcm_word_t mapped_bytes;    /* segments + large mappings now */
     pcm_word_t peak_mapped_bytes;
     /* An upper bound of the memory touched: segment headers, every page

@@ -43,8 +43,10 @@ static void print_totals(struct pcm_sink *out)
                     "committed", KIB(t.committed_bytes), KIB(t.peak_committed_bytes));
     pcm_sink_printf(out, "pcmalloc: %-12s %10lu KiB %14s   small objects out of spans (in use or cached)\n",
                     "small live", KIB(pcm_stats_small_live_bytes()), "");
-    pcm_sink_printf(out, "pcmalloc: %-12s %10lu KiB %14s   large mappings (in use or cached for reuse)\n",
+    pcm_sink_printf(out, "pcmalloc: %-12s %10lu KiB %14s   large mappings in use or cached for reuse\n",
                     "large", KIB(t.large_bytes), "");
+    pcm_sink_printf(out, "pcmalloc: %-12s %10lu KiB %14s   %lu freed large mappings kept for reuse\n",
+                    "large cached", KIB(t.large_cached_bytes), "", (unsigned long)t.large_cached);
 }
 
 static void print_classes(struct pcm_sink *out)

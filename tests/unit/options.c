@@ -17,6 +17,7 @@
 static const char *const all_options[] = {
     "PCMALLOC_STATS", "PCMALLOC_VERBOSE",      "PCMALLOC_RSEQ",
     "PCMALLOC_CPUS",  "PCMALLOC_PURGE_DELAY",  "PCMALLOC_HARDENED",
+    "PCMALLOC_LARGE_CACHE", "PCMALLOC_HUGEPAGES",
 };
 
 static void clear_options(void)
@@ -79,6 +80,8 @@ PCM_TEST(options_defaults)
     PCM_CHECK(o.cpus == 0, "cpus %u", o.cpus);
     PCM_CHECK(o.purge_delay_ms == 1000, "purge delay %u", o.purge_delay_ms);
     PCM_CHECK(!o.hardened, "hardened");
+    PCM_CHECK(o.large_cache_mib == 64, "large cache %u MiB", o.large_cache_mib);
+    PCM_CHECK(!o.hugepages, "hugepages");
 }
 
 PCM_TEST(options_valid_values)
@@ -90,6 +93,8 @@ PCM_TEST(options_valid_values)
     setenv("PCMALLOC_CPUS", "1024", 1);
     setenv("PCMALLOC_PURGE_DELAY", "3600000", 1);
     setenv("PCMALLOC_HARDENED", "1", 1);
+    setenv("PCMALLOC_LARGE_CACHE", "4095", 1);
+    setenv("PCMALLOC_HUGEPAGES", "1", 1);
     struct pcm_options o;
     char err[1024];
     PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
@@ -99,6 +104,8 @@ PCM_TEST(options_valid_values)
               o.hardened);
     PCM_CHECK(o.cpus == 1024, "cpus %u", o.cpus);
     PCM_CHECK(o.purge_delay_ms == 3600000, "purge delay %u", o.purge_delay_ms);
+    PCM_CHECK(o.large_cache_mib == 4095, "large cache %u MiB", o.large_cache_mib);
+    PCM_CHECK(o.hugepages, "hugepages");
 
     setenv("PCMALLOC_STATS", "json", 1);
     setenv("PCMALLOC_CPUS", "0", 1);
@@ -120,7 +127,8 @@ static bool same_options(const struct pcm_options *a, const struct pcm_options *
 {
     return a->stats == b->stats && a->verbose == b->verbose && a->rseq == b->rseq
            && a->cpus == b->cpus && a->purge_delay_ms == b->purge_delay_ms
-           && a->hardened == b->hardened;
+           && a->hardened == b->hardened && a->large_cache_mib == b->large_cache_mib
+           && a->hugepages == b->hugepages;
 }
 
 /* Set one variable to a bad value; expect its default and exactly one
@@ -175,6 +183,7 @@ PCM_TEST(options_malformed_values)
     expect_rejected("PCMALLOC_RSEQ", "true", "true", "1", "is not 0 or 1");
     expect_rejected("PCMALLOC_VERBOSE", "on", "on", "0", "is not 0 or 1");
     expect_rejected("PCMALLOC_HARDENED", "1 ", "1 ", "0", "is not 0 or 1");
+    expect_rejected("PCMALLOC_HUGEPAGES", "yes", "yes", "0", "is not 0 or 1");
     /* A newline in the value must not break the one-line warning. */
     expect_rejected("PCMALLOC_HARDENED", "1\n2", "1?2", "0", "is not 0 or 1");
 }
@@ -184,6 +193,7 @@ PCM_TEST(options_out_of_range_values)
     expect_rejected("PCMALLOC_CPUS", "1025", "1025", "0", "out of range 0..1024");
     expect_rejected("PCMALLOC_PURGE_DELAY", "3600001", "3600001", "1000",
                     "out of range 0..3600000");
+    expect_rejected("PCMALLOC_LARGE_CACHE", "4096", "4096", "64", "out of range 0..4095");
     /* Would wrap to a small number in 64-bit arithmetic. */
     expect_rejected("PCMALLOC_CPUS", "18446744073709551617", "18446744073709551617", "0",
                     "out of range");
@@ -234,7 +244,8 @@ PCM_TEST(options_format_names_every_option_in_force)
     memset(text, 'x', sizeof text);
     size_t len = pcm_options_format(&o, text, sizeof text);
     const char *want = "PCMALLOC_STATS=json PCMALLOC_VERBOSE=0 PCMALLOC_RSEQ=1 PCMALLOC_CPUS=3 "
-                       "PCMALLOC_PURGE_DELAY=1000 PCMALLOC_HARDENED=0";
+                       "PCMALLOC_PURGE_DELAY=1000 PCMALLOC_HARDENED=0 PCMALLOC_LARGE_CACHE=64 "
+                       "PCMALLOC_HUGEPAGES=0";
     PCM_CHECK(strcmp(text, want) == 0, "got \"%s\"", text);
     PCM_CHECK(len == strlen(want), "returned %zu for %zu characters", len, strlen(want));
 

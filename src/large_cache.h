@@ -1,0 +1,48 @@
+/*
+ * large_cache.h - freed large mappings kept for reuse, so a program that
+ * allocates and frees big buffers in a loop does not pay an mmap, a
+ * munmap and fresh page faults each time.
+ *
+ * Bounded in bytes: PCMALLOC_LARGE_CACHE MiB (default 64) in all, a
+ * quarter of that for one mapping, and PCM_LARGE_CACHE_SLOTS mappings.
+ * Decayed: a mapping no one took for one to two decay periods
+ * (PCMALLOC_PURGE_DELAY) is unmapped by the decay tick (decay.c).
+ * malloc_trim(0) unmaps them all at once.
+ *
+ * Lock-free; the invariants and the ABA argument are in large_cache.c.
+ * No malloc, no locks.
+ */
+#ifndef PCM_LARGE_CACHE_H
+#define PCM_LARGE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "atomic.h"
+
+#define PCM_LARGE_CACHE_SLOTS 32u
+
+struct pcm_large;
+
+/* The smallest cached mapping of at least map_bytes, taken out of the
+ * cache (the caller owns it and its header), or NULL. */
+struct pcm_large *pcm_large_cache_take(size_t map_bytes);
+/* Keep a freed mapping (segment-aligned, header's map_bytes set); false
+ * if the cache has no room for it under its bounds: then the caller
+ * unmaps it. */
+bool pcm_large_cache_put(struct pcm_large *large);
+/* Unmap every cached mapping; true if there was any. */
+bool pcm_large_cache_trim(void);
+/* A decay tick: unmap the mappings that sat in the cache since before
+ * the previous tick.  The bytes unmapped. */
+size_t pcm_large_cache_decay(void);
+
+/* The bound in bytes, from PCMALLOC_LARGE_CACHE. */
+size_t pcm_large_cache_limit(void);
+/* Bytes and mappings in the cache now (for statistics and tests: exact
+ * when no put or take is in flight, otherwise possibly a put's size over,
+ * never over the bound). */
+size_t pcm_large_cache_bytes(void);
+unsigned pcm_large_cache_count(void);
+
+#endif

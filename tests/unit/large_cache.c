@@ -1,0 +1,293 @@
+/*
+ * tests/unit/large_cache.c - the cache of freed large mappings
+ * (src/large_cache.c): it never holds more than PCMALLOC_LARGE_CACHE,
+ * its mappings are unmapped a purge delay after they were last used with
+ * no malloc_trim, and malloc_trim(0) says 1 when it unmapped some and 0
+ * when nothing was left.
+ *
+ * The cache's own counters (pcm_large_cache_bytes, the statistics' "large
+ * cached") are cross-checked with the kernel: mincore says whether each
+ * freed mapping is still mapped (where it can tell: qemu-user for a 32-bit
+ * guest keeps unmapped guest pages reserved, and then says so and the
+ * counters alone are checked), and the resident set drops by what
+ * malloc_trim unmapped.  Options are set in pcm_opts directly, as
+ * PCMALLOC_LARGE_CACHE and PCMALLOC_PURGE_DELAY would set them.
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "init.h"
+#include "large_cache.h"
+#include "layout.h"
+#include "stats.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KIB ((size_t)1 << 10)
+#define MIB ((size_t)1 << 20)
+
+/* The mapping of a large object from pcm_malloc (page alignment): its
+ * header page comes first. */
+static size_t map_bytes_of(size_t size)
+{
+    return PCM_ALIGN_UP(PCM_PAGE_SIZE + size, PCM_PAGE_SIZE);
+}
+
+static void *header_of(void *p)
+{
+    return (char *)p - PCM_PAGE_SIZE;
+}
+
+/* 1: the page at p is mapped, 0: it is not, -1: mincore failed otherwise. */
+static int page_mapped(void *p)
+{
+    unsigned char vec;
+    if (mincore(p, PCM_PAGE_SIZE, &vec) == 0)
+        return 1;
+    return errno == ENOMEM ? 0 : -1;
+}
+
+/* Bytes of [p, p + bytes) resident now, by mincore (0 if not mapped). */
+static size_t resident_in(void *p, size_t bytes)
+{
+    static unsigned char vec[64 * MIB / 4096];
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t pages = (bytes + page - 1) / page;
+    if (pages > sizeof vec || mincore(p, bytes, vec) != 0)
+        return 0;
+    size_t resident = 0;
+    for (size_t i = 0; i < pages; i++)
+        resident += (vec[i] & 1) * page;
+    return resident;
+}
+
+/* Does mincore tell an unmapped page from a mapped one here? */
+static bool mincore_sees_unmapping(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        void *p = mmap(NULL, PCM_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        known = p != MAP_FAILED && page_mapped(p) == 1 && munmap(p, PCM_PAGE_SIZE) == 0 && page_mapped(p) == 0;
+        if (!known)
+            pcm_test_printf("  mincore cannot see unmapped pages here (qemu-user?): the kernel cross-check is "
+                            "skipped, the cache's counters are checked alone\n");
+    }
+    return known == 1;
+}
+
+static size_t resident_bytes(void)
+{
+    char text[128] = {0};
+    int fd = open("/proc/self/statm", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    const char *p = text;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    while (*p == ' ')
+        p++;
+    unsigned long resident = 0;
+    while (*p >= '0' && *p <= '9')
+        resident = resident * 10 + (unsigned long)(*p++ - '0');
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t))
+        ;
+}
+
+static uint64_t now_ms(void)
+{
+    return pcm_test_clock_ns() / 1000000u;
+}
+
+/* Options for one test, and back after it. */
+static struct pcm_options saved_opts;
+
+static void set_cache(unsigned mib, unsigned delay_ms)
+{
+    pcm_free(pcm_malloc(1)); /* initialised, so pcm_opts is read and final */
+    saved_opts = pcm_opts;
+    pcm_opts.large_cache_mib = mib;
+    pcm_opts.purge_delay_ms = delay_ms;
+    pcm_malloc_trim(0);
+}
+
+static void restore_cache(void)
+{
+    pcm_malloc_trim(0);
+    pcm_opts = saved_opts;
+}
+
+#define BOUND_OBJECTS 40
+
+PCM_TEST(large_cache_never_holds_more_than_its_bound)
+{
+    const unsigned bound_mib = 8;
+    const size_t bound = bound_mib * MIB;
+    set_cache(bound_mib, 3600000); /* no decay during the test */
+    uint64_t rng = pcm_test_seed() * 2 + 1;
+    static void *objects[BOUND_OBJECTS];
+    static size_t sizes[BOUND_OBJECTS];
+    for (unsigned i = 0; i < BOUND_OBJECTS; i++) {
+        /* 256 KiB + 1 .. 2 MiB: most fit the 2 MiB a single mapping may
+         * take of an 8 MiB bound; every fifth is too big to be kept. */
+        sizes[i] = i % 5 == 4 ? 3 * MIB : PCM_SMALL_MAX + 1 + (size_t)(pcm_test_rand(&rng) % (1792 * KIB));
+        objects[i] = pcm_malloc(sizes[i]);
+        PCM_REQUIRE(objects[i], "malloc(%zu) failed", sizes[i]);
+        memset(objects[i], (int)i, sizes[i]); /* resident, as a real buffer */
+    }
+    bool kernel = mincore_sees_unmapping();
+    size_t most = 0;
+    for (unsigned i = 0; i < BOUND_OBJECTS; i++) {
+        pcm_free(objects[i]);
+        size_t cached = pcm_large_cache_bytes();
+        unsigned count = pcm_large_cache_count();
+        if (cached > most)
+            most = cached;
+        PCM_CHECK(cached <= bound, "after %u frees the cache holds %zu bytes, bound %zu", i + 1,
+                  cached, bound);
+        PCM_CHECK(count <= PCM_LARGE_CACHE_SLOTS, "%u mappings cached", count);
+        if (!kernel)
+            continue;
+        /* The kernel's view: the freed mappings still mapped are the
+         * cache, and only they can be resident. */
+        size_t mapped = 0, resident = 0;
+        for (unsigned j = 0; j <= i; j++) {
+            if (page_mapped(header_of(objects[j])) == 1) {
+                mapped += map_bytes_of(sizes[j]);
+                resident += resident_in(header_of(objects[j]), map_bytes_of(sizes[j]));
+            }
+        }
+        PCM_CHECK(mapped == cached, "after %u frees %zu bytes of freed mappings are mapped, the cache counts %zu",
+                  i + 1, mapped, cached);
+        PCM_CHECK(resident <= bound, "after %u frees %zu bytes of freed mappings are resident, bound %zu", i + 1,
+                  resident, bound);
+    }
+    struct pcm_stats_totals t;
+    pcm_stats_totals_read(&t);
+    PCM_CHECK(t.large_cached_bytes == pcm_large_cache_bytes() && t.large_cached == pcm_large_cache_count(),
+              "statistics say %lu bytes in %lu mappings, the cache %zu in %u", (unsigned long)t.large_cached_bytes,
+              (unsigned long)t.large_cached, pcm_large_cache_bytes(), pcm_large_cache_count());
+    /* The test means something only if the cache filled up. */
+    PCM_CHECK(most > bound / 2, "the cache never held more than %zu bytes of %zu", most, bound);
+    pcm_test_printf("  bound %zu MiB: at most %zu KiB cached over %d frees\n", bound / MIB, most / KIB,
+                    BOUND_OBJECTS);
+
+    /* A bound of 0 keeps nothing. */
+    pcm_opts.large_cache_mib = 0;
+    void *p = pcm_malloc(MIB);
+    PCM_REQUIRE(p, "malloc(1 MiB) failed");
+    pcm_malloc_trim(0);
+    pcm_free(p);
+    PCM_CHECK(pcm_large_cache_bytes() == 0, "PCMALLOC_LARGE_CACHE=0 kept %zu bytes", pcm_large_cache_bytes());
+    restore_cache();
+}
+
+PCM_TEST(large_cache_decays_without_malloc_trim)
+{
+    const unsigned delay = 50;
+    set_cache(64, delay);
+    bool kernel = mincore_sees_unmapping();
+    char *kept = pcm_malloc(MIB);
+    PCM_REQUIRE(kept, "malloc(1 MiB) failed");
+    memset(kept, 0x5a, MIB);
+    uint64_t freed_at = now_ms();
+    pcm_free(kept);
+    PCM_CHECK(pcm_large_cache_bytes() == map_bytes_of(MIB), "freed 1 MiB, the cache holds %zu bytes",
+              pcm_large_cache_bytes());
+    PCM_CHECK(!kernel || page_mapped(header_of(kept)) == 1, "the freed mapping was not kept");
+    /* Ticks run on large allocations and frees: these are too big for the
+     * cache (over a quarter of 64 MiB), so what it holds is `kept` alone. */
+    const size_t tick_size = 20 * MIB;
+    uint64_t released_at = 0;
+    for (int round = 0; round < 200 && !released_at; round++) {
+        sleep_ms(delay / 4);
+        pcm_free(pcm_malloc(tick_size));
+        if (pcm_large_cache_bytes() == 0)
+            released_at = now_ms();
+    }
+    PCM_REQUIRE(released_at, "the cached mapping was still there %d ms after its free", 200 * (int)delay / 4);
+    PCM_CHECK(released_at - freed_at >= delay, "released %llu ms after its free, before the %u ms delay",
+              (unsigned long long)(released_at - freed_at), delay);
+    PCM_CHECK(pcm_large_cache_count() == 0, "%u mappings still cached", pcm_large_cache_count());
+    PCM_CHECK(!kernel || page_mapped(header_of(kept)) == 0, "the cache is empty but the mapping is still mapped");
+    pcm_test_printf("  purge delay %u ms: the cached mapping was unmapped %llu ms after its free\n", delay,
+                    (unsigned long long)(released_at - freed_at));
+
+    /* A mapping that is taken and put back again and again stays: between
+     * its free and the next malloc less than a delay passes, so at most one
+     * tick runs (ticks are a delay apart).  A round whose sleep overran the
+     * delay on a busy machine proves nothing and is not judged. */
+    const unsigned long_delay = 400;
+    pcm_opts.purge_delay_ms = long_delay;
+    char *reused = pcm_malloc(MIB);
+    PCM_REQUIRE(reused, "malloc(1 MiB) failed");
+    pcm_free(reused);
+    uint64_t put_at = now_ms();
+    unsigned judged = 0;
+    for (int round = 0; round < 12; round++) {
+        sleep_ms(20);
+        bool in_time = now_ms() - put_at < long_delay / 2; /* margin for a preempted free */
+        char *again = pcm_malloc(MIB);
+        PCM_REQUIRE(again, "malloc(1 MiB) failed");
+        if (in_time) {
+            judged++;
+            PCM_CHECK(again == reused, "round %d: the mapping in use a moment ago was given back (%p, then %p)",
+                      round, (void *)reused, (void *)again);
+        }
+        reused = again;
+        pcm_free(again);
+        put_at = now_ms();
+    }
+    PCM_CHECK(judged > 0, "every round overran the %u ms delay", long_delay);
+    restore_cache();
+}
+
+PCM_TEST(malloc_trim_says_whether_it_unmapped_cached_mappings)
+{
+    set_cache(64, 3600000);
+    bool kernel = mincore_sees_unmapping();
+    PCM_CHECK(pcm_malloc_trim(0) == 0, "malloc_trim(0) right after malloc_trim(0) released something");
+
+    enum { COUNT = 8 };
+    static char *objects[COUNT];
+    for (unsigned i = 0; i < COUNT; i++) {
+        objects[i] = pcm_malloc(2 * MIB);
+        PCM_REQUIRE(objects[i], "malloc(2 MiB) failed");
+        memset(objects[i], 0x33, 2 * MIB);
+    }
+    for (unsigned i = 0; i < COUNT; i++)
+        pcm_free(objects[i]);
+    size_t cached = pcm_large_cache_bytes();
+    PCM_CHECK(cached == COUNT * map_bytes_of(2 * MIB), "%zu bytes cached after %d frees of 2 MiB", cached, COUNT);
+    size_t before = resident_bytes();
+    int released = pcm_malloc_trim(0);
+    size_t after = resident_bytes();
+    PCM_CHECK(released == 1, "malloc_trim(0) returned %d with %zu bytes of large mappings cached", released, cached);
+    PCM_CHECK(pcm_large_cache_bytes() == 0 && pcm_large_cache_count() == 0, "%zu bytes in %u mappings still cached",
+              pcm_large_cache_bytes(), pcm_large_cache_count());
+    for (unsigned i = 0; kernel && i < COUNT; i++)
+        PCM_CHECK(page_mapped(header_of(objects[i])) == 0, "mapping %u still mapped after malloc_trim", i);
+    PCM_CHECK(before > after && before - after >= cached * 3 / 4,
+              "resident %zu KiB before malloc_trim, %zu KiB after; %zu KiB were cached", before / KIB, after / KIB,
+              cached / KIB);
+    pcm_test_printf("  malloc_trim(0) unmapped %zu KiB of cached mappings: resident %zu -> %zu KiB\n", cached / KIB,
+                    before / KIB, after / KIB);
+    PCM_CHECK(pcm_malloc_trim(0) == 0, "malloc_trim(0) with nothing left returned 1");
+    restore_cache();
+}
