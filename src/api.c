@@ -14,6 +14,7 @@
 
 #include "fast_path.h"
 #include "free_mark.h"
+#include "hardening.h"
 #include "heap.h"
 #include "init.h"
 #include "large.h"
@@ -39,11 +40,14 @@ static inline bool is_power_of_two(size_t x)
 #define CAS_PATH inline __attribute__((always_inline))
 #endif
 
-/* A live object never carries the free mark (free_mark.h). */
+/* A live object never carries the free mark (free_mark.h); the hardened
+ * build checks it was not written while free. */
 static inline __attribute__((always_inline)) void *handed_out(void *obj)
 {
-    if (__builtin_expect(obj != NULL, 1))
+    if (__builtin_expect(obj != NULL, 1)) {
+        pcm_hardened_handed_out(obj);
         *pcm_object_word1(obj) = 0;
+    }
     return obj;
 }
 
@@ -129,9 +133,10 @@ static struct object_info lookup(void *p, const char *call)
 {
     struct object_info info = {NULL, NULL};
     pcm_word_t *owner = pcm_segment_map_find(p);
-    if (owner && *owner == PCM_KIND_SEGMENT)
+    if (owner && *owner == PCM_KIND_SEGMENT) {
         info.span = checked_span(owner, p, call);
-    else
+        pcm_hardened_check_live(p, call);
+    } else
         info.large = checked_large(owner, p, call);
     return info;
 }
@@ -147,8 +152,9 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
     }
 }
 
-static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p)
+static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p, const char *call)
 {
+    pcm_hardened_free(span, p, call);
     unsigned cls = span->class_plus1 - 1u;
 #ifdef PCM_ARCH_RSEQ
     /* A span exists only after start-up, so the path is chosen by now. */
@@ -186,7 +192,7 @@ static __attribute__((noinline)) void large_free(struct pcm_large *large, void *
 static void free_found(struct object_info info, void *p, const char *call)
 {
     if (info.span)
-        small_free(info.span, p);
+        small_free(info.span, p, call);
     else
         large_free(info.large, p, call);
 }
@@ -202,7 +208,7 @@ static inline __attribute__((always_inline)) void free_checked(void *p, const ch
 {
     pcm_word_t *owner = pcm_segment_map_find(p);
     if (__builtin_expect(owner && *owner == PCM_KIND_SEGMENT, 1))
-        small_free(checked_span(owner, p, call), p);
+        small_free(checked_span(owner, p, call), p, call);
     else
         free_checked_large(owner, p, call);
 }

@@ -14,6 +14,7 @@
 #include <sched.h>
 
 #include "free_mark.h"
+#include "hardening.h"
 #include "os.h"
 #include "stats.h"
 
@@ -154,7 +155,7 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj)
     struct pcm_span *span = pcm_span_of(s, obj);
     unsigned cls = span->class_plus1 - 1u;
     struct pcm_bin *bin = &h->bins[cls];
-    *(void **)obj = span->free;
+    *(pcm_word_t *)obj = pcm_link_encode(obj, (pcm_word_t)span->free);
     pcm_free_mark_set(obj, 0);
     span->free = obj;
     span->used--;
@@ -174,7 +175,7 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj)
 void pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
 {
     while (chain) {
-        void *next = *(void **)chain;
+        void *next = pcm_link_next(chain, *(pcm_word_t *)chain);
         pcm_heap_return_locked(h, chain);
         chain = next;
     }
@@ -185,7 +186,7 @@ void pcm_heap_drain_remote_locked(struct pcm_heap *h)
     /* acq_rel: acquire pairs with the pushers' release CAS */
     pcm_word_t *obj = (pcm_word_t *)pcm_swap_acq_rel(&h->remote, 0);
     while (obj) {
-        pcm_word_t *next = (pcm_word_t *)obj[0];
+        pcm_word_t *next = pcm_link_next(obj, obj[0]);
         pcm_heap_return_locked(h, obj);
         h->stats.remote_drained++;
         obj = next;
@@ -209,7 +210,7 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
         while (count < want) {
             pcm_word_t *obj = span->free;
             if (obj) {
-                span->free = (void *)obj[0];
+                span->free = pcm_link_next(obj, obj[0]);
             } else if (span->carved < span->capacity) {
                 obj = (pcm_word_t *)(span->start + (uintptr_t)span->carved * span->object_size);
                 span->carved++;
@@ -218,22 +219,26 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
             }
             span->used++;
             if (last)
-                last[0] = (pcm_word_t)obj;
+                last[0] = pcm_link_encode(last, (pcm_word_t)obj);
             else
                 first = obj;
             last = obj;
             count++;
         }
         /* The objects carved just now, in one go (they are contiguous). */
-        if (span->carved != carved_before)
+        if (span->carved != carved_before) {
+            pcm_hardened_carved(span->start + (uintptr_t)carved_before * span->object_size,
+                                span->carved - carved_before, span->object_size);
             pcm_segment_touched(pcm_segment_of((void *)span->start),
                                 span->start + (uintptr_t)carved_before * span->object_size,
                                 span->start + (uintptr_t)span->carved * span->object_size);
+        }
         if (!span->free && span->carved == span->capacity)
             list_remove(bin, span);
     }
     if (count) {
-        last[0] = 0;
+        last[0] = pcm_link_encode(last, 0);
+        pcm_hardened_shuffle(h->index, (void **)&first, (void **)&last, count);
         h->stats.refills++;
         h->stats.served[cls] += count;
     }

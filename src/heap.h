@@ -51,6 +51,10 @@ struct pcm_heap {
     char pad_remote[PCM_CACHE_LINE - sizeof(pcm_word_t)];
     volatile pcm_word_t lock;
     unsigned index;
+#ifdef PCM_HARDENED
+    pcm_word_t link_key;   /* this heap's secret (hardening.h), set at start-up */
+    uint64_t random_state; /* the refill shuffle's generator (lock) */
+#endif
     struct pcm_segment *segments; /* lock */
     struct pcm_heap_stats stats;  /* lock */
     struct pcm_bin bins[PCM_CLASS_COUNT];

@@ -10,6 +10,7 @@
 #include "cpu.h"
 #include "fast_path.h"
 #include "free_mark.h"
+#include "hardening.h"
 #include "heap.h"
 #include "message.h"
 #include "os.h"
@@ -66,6 +67,7 @@ void pcm_init_slow(void)
     unsigned heaps = pcm_opts.cpus ? pcm_opts.cpus : pcm_os_cpu_count();
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
+    pcm_hardening_startup();
     pcm_fast_path_choose();
     if (pcm_opts.verbose)
         pcm_verbose_startup();

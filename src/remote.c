@@ -5,6 +5,7 @@
 #include "remote.h"
 
 #include "free_mark.h"
+#include "hardening.h"
 
 /* The depth the object pushed onto `seen` would have.  A racy hint:
  * `seen` may already be drained and reused (its word 1 rewritten by the
@@ -24,7 +25,7 @@ void pcm_remote_free(struct pcm_heap *owner, void *obj)
     pcm_word_t depth;
     do {
         depth = remote_depth_hint(seen);
-        *(pcm_word_t *)obj = seen;
+        *(pcm_word_t *)obj = pcm_link_encode(obj, seen);
         pcm_free_mark_set(obj, depth);
         /* release: the object's words are written before it can be drained */
     } while (!pcm_cas_release(&owner->remote, &seen, (pcm_word_t)obj));

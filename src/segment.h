@@ -75,11 +75,20 @@ struct pcm_segment {
     uint32_t header_pages;
     uint32_t free_pages;
     struct pcm_segment *next;     /* the owner heap's segments */
+#ifdef PCM_HARDENED
+    pcm_word_t link_key;          /* the owner heap's secret (hardening.h) */
+#endif
     pcm_word_t page_used[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     pcm_word_t page_touched[PCM_SEGMENT_PAGES / PCM_WORD_BITS]; /* objects were ever cut there */
     /* Free and touched at the last decay tick (pcm_segment_decay). */
     pcm_word_t page_was_free[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     struct pcm_span span[PCM_SEGMENT_PAGES];
+#ifdef PCM_HARDENED
+    /* One bit per 16-byte unit of the segment, set while the object
+     * starting there is free (hardening.h).  Changed by CAS: frees of
+     * neighbouring objects on other CPUs share a word. */
+    volatile pcm_word_t free_bits[PCM_SEGMENT_SIZE / PCM_MIN_ALIGN / PCM_WORD_BITS];
+#endif
 };
 
 static inline struct pcm_segment *pcm_segment_of(const void *p)
