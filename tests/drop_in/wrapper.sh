@@ -45,6 +45,7 @@ check ld_preload_first_others_kept test "$(LD_PRELOAD=libm.so.6 "$WRAPPER" sh -c
 check secure_sets_hardened test "$("$WRAPPER" --secure sh -c 'echo "$PCMALLOC_HARDENED"')" = 1
 "$WRAPPER" --secure --verbose true 2>"$work/err"
 check verbose_shows_hardened_in_force contains "$work/err" "PCMALLOC_HARDENED=1"
+check verbose_shows_version contains "$work/err" "pcmalloc: pcmalloc $VERSION, "
 check secure_preloads_the_hardened_library test "$("$WRAPPER" --secure sh -c 'echo "$LD_PRELOAD"')" = \
     "$BUILD/libpcmalloc-hardened.so.1"
 check secure_runs_the_hardened_build contains "$work/err" "pcmalloc: hardened build: "
@@ -52,7 +53,6 @@ PCMALLOC_HARDENED=1 "$WRAPPER" true 2>"$work/err"
 check default_library_warns_of_hardened contains "$work/err" "preload libpcmalloc-hardened.so"
 "$WRAPPER" --secure sort "$work/input" >"$work/out" 2>"$work/err"
 check secure_run_same_output cmp -s "$work/out" "$work/sorted"
-check verbose_shows_version contains "$work/err" "pcmalloc: pcmalloc $VERSION, "
 
 # errors: exit status 2 and a message, or the shell's 127
 "$WRAPPER" --bogus true >"$work/out" 2>"$work/err"
