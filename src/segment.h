@@ -22,7 +22,8 @@
  *   capacity == used + |free list| + (capacity - carved)
  *     used:    objects outside the span - in the application, a per-CPU
  *              cache or a remote-free queue;
- *     free:    objects returned to the span, linked through their word 0;
+ *     free:    objects returned to the span, linked through their word 0
+ *              (encoded in the hardened build, hardening.h);
  *     carved:  objects ever cut from the span's memory (bump allocation
  *              keeps untouched pages uncommitted).
  *   listed == (span is on its bin's partial list), and a span is on it iff
@@ -84,9 +85,14 @@ struct pcm_segment {
     pcm_word_t page_was_free[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     struct pcm_span span[PCM_SEGMENT_PAGES];
 #ifdef PCM_HARDENED
-    /* One bit per 16-byte unit of the segment, set while the object
-     * starting there is free (hardening.h).  Changed by CAS: frees of
-     * neighbouring objects on other CPUs share a word. */
+    /* One bit per 16-byte unit of the segment.  Invariant: an object's bit
+     * is set iff it is free - in a per-CPU cache, on a remote queue or its
+     * span's free list, or carved and not yet handed out.  Set by the CAS
+     * of the free that claims it (of two racing frees of one pointer,
+     * exactly one sees it clear), cleared by the CAS of the malloc that
+     * hands it out; whole words cleared when a new span takes the pages.
+     * Bits, not pointers: no ABA.  CAS because frees of neighbouring
+     * objects on other CPUs share a word. */
     volatile pcm_word_t free_bits[PCM_SEGMENT_SIZE / PCM_MIN_ALIGN / PCM_WORD_BITS];
 #endif
 };
