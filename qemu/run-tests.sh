@@ -12,9 +12,10 @@
 #
 # qemu/run-tests.sh ARCH BUILD hardened - the hardened build (mk/hardened.mk):
 # every binary once, on the CAS fast path it always runs (natively, or under
-# qemu-user on the first CPU model), suites named hardened-*; no rseq audit
-# (it has no rseq path) and, to stay within two minutes, only perl, sort and
-# python3 of the real programs (x86_64).
+# qemu-user on the first CPU model), suites named hardened-*; the K6
+# instruction audit on x86, no rseq audit (it has no rseq path) and, to stay
+# within two minutes, only perl, sort and python3 of the real programs
+# (x86_64).
 set -u
 arch=$1
 build=$2
@@ -149,6 +150,15 @@ if [ "$mode" = hardened ]; then
         run_suite hardened "$runner" "$runner LD_PRELOAD=$lib"
     else
         run_suite hardened "$runner" "$runner -E LD_PRELOAD=$lib"
+    fi
+    if [ "$arch" = x86 ]; then
+        echo "== [hardened-audit] K6 instruction audit of the hardened build"
+        objects=$(find "$build/obj" -name '*.o' | sort)
+        if tests/audit/x86_instructions.sh "${OBJDUMP:-i686-linux-gnu-objdump}" "$build/libpcmalloc.so" $objects; then
+            record hardened-audit k6_instruction_audit ok
+        else
+            record hardened-audit k6_instruction_audit fail
+        fi
     fi
     if [ "$arch" = x86_64 ]; then
         for name in perl sort python; do
