@@ -3,6 +3,7 @@
 #   make                       the host architecture
 #   make ARCH=x86|x86_64|arm64|generic [CROSS_COMPILE=prefix-]
 #   make test [ARCH=...]       that build's tests (cross builds under qemu-user)
+#   make test-hardened [ARCH=...]   the hardened build's tests (mk/hardened.mk)
 #   make test-all              every architecture, one summary line at the end
 #   make run                   real programs with pcmalloc preloaded, vs glibc
 #   make bench                 the benchmarks against the peers (build/bench/results.md)
@@ -234,11 +235,13 @@ rseq-simulation-lib:
 # The same at tiny sizes, one repetition, failing on any crash or wrong
 # checksum: part of test-all, so the benchmarks never rot. The runner's unit
 # test first; one variant (this build on its CAS fast path) keeps
-# BENCH_VARIANTS, which make bench-compare relies on, from rotting too.
+# BENCH_VARIANTS, which make bench-compare relies on, from rotting too, and
+# another runs every benchmark on the hardened library (mk/hardened.mk).
 bench-quick: lib rseq-simulation-lib
 	scripts/bench_deps.sh
 	python3 bench/test_variants.py
-	BENCH_QUICK=1 BENCH_STRICT=1 BENCH_VARIANTS=pcmalloc-cas=$(BUILD)/libpcmalloc.so:PCMALLOC_RSEQ=0 \
+	BENCH_QUICK=1 BENCH_STRICT=1 \
+	    BENCH_VARIANTS=pcmalloc-cas=$(BUILD)/libpcmalloc.so:PCMALLOC_RSEQ=0,pcmalloc-hardened=$(BUILD)/libpcmalloc-hardened.so \
 	    BENCH_PCMALLOC_CALLGRIND=$(RSEQ_SIMULATION_LIB) python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick
 
 clean:

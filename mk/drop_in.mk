@@ -9,6 +9,8 @@
 #   $(LIBDIR)/libpcmalloc.so.1            -> libpcmalloc.so.1.0 (what programs load)
 #   $(LIBDIR)/libpcmalloc.so              -> libpcmalloc.so.1   (what -lpcmalloc finds)
 #   $(LIBDIR)/libpcmalloc.a
+#   $(LIBDIR)/libpcmalloc-hardened.so.1.0 the hardened build (mk/hardened.mk), for pcmalloc --secure
+#   $(LIBDIR)/libpcmalloc-hardened.so.1   -> libpcmalloc-hardened.so.1.0
 #   $(LIBDIR)/pkgconfig/pcmalloc.pc
 #   $(INCLUDEDIR)/pcmalloc.h
 #   $(BINDIR)/pcmalloc
@@ -25,9 +27,11 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR ?=
 INSTALL ?= install
 REALNAME := libpcmalloc.so.$(VERSION)
+HARDENED_REALNAME := libpcmalloc-hardened.so.$(VERSION)
 
 # @NAME@ placeholders of tools/*.in and docs/*.in.
 SUBSTITUTE = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SONAME@|$(SONAME)|g' \
+                 -e 's|@HARDENED_SONAME@|$(HARDENED_SONAME)|g' \
                  -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
                  -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g'
 
@@ -63,6 +67,8 @@ install: lib
 	ln -sf $(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libpcmalloc.so
 	$(INSTALL) -m 644 $(BUILD)/libpcmalloc.a $(DESTDIR)$(LIBDIR)/libpcmalloc.a
+	$(INSTALL) -m 755 $(BUILD)/libpcmalloc-hardened.so $(DESTDIR)$(LIBDIR)/$(HARDENED_REALNAME)
+	ln -sf $(HARDENED_REALNAME) $(DESTDIR)$(LIBDIR)/$(HARDENED_SONAME)
 	$(INSTALL) -m 644 $(BUILD)/pcmalloc.pc $(DESTDIR)$(PKGCONFIGDIR)/pcmalloc.pc
 	$(INSTALL) -m 644 include/pcmalloc.h $(DESTDIR)$(INCLUDEDIR)/pcmalloc.h
 	$(INSTALL) -m 755 $(BUILD)/pcmalloc $(DESTDIR)$(BINDIR)/pcmalloc
@@ -73,6 +79,7 @@ install: lib
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(REALNAME) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	    $(DESTDIR)$(LIBDIR)/libpcmalloc.so $(DESTDIR)$(LIBDIR)/libpcmalloc.a \
+	    $(DESTDIR)$(LIBDIR)/$(HARDENED_REALNAME) $(DESTDIR)$(LIBDIR)/$(HARDENED_SONAME) \
 	    $(DESTDIR)$(PKGCONFIGDIR)/pcmalloc.pc $(DESTDIR)$(INCLUDEDIR)/pcmalloc.h \
 	    $(DESTDIR)$(BINDIR)/pcmalloc $(DESTDIR)$(MANDIR)/man7/pcmalloc.7
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi

@@ -9,9 +9,17 @@
 # them; tests/programs/ runs them).  Each suite's counts go to
 # $RESULTS/<ARCH>-<suite>.txt as lines "<binary> <passed> <failed>";
 # qemu/summarize.sh adds them up.
+#
+# qemu/run-tests.sh ARCH BUILD hardened - the hardened build (mk/hardened.mk):
+# every binary once, on the CAS fast path it always runs (natively, or under
+# qemu-user on the first CPU model), suites named hardened-*; the K6
+# instruction audit on x86, no rseq audit (it has no rseq path) and, to stay
+# within two minutes, only perl, sort and python3 of the real programs
+# (x86_64).
 set -u
 arch=$1
 build=$2
+mode=${3:-}
 results=${RESULTS:-$build/results}
 mkdir -p "$results"
 per_binary_timeout=${PCM_TEST_TIMEOUT:-900}
@@ -118,11 +126,47 @@ audit_rseq() {
     fi
 }
 
-echo "== [abi] exported symbols of $lib"
+abi_suite=abi
+[ "$mode" = hardened ] && abi_suite=hardened-abi
+echo "== [$abi_suite] exported symbols of $lib"
 if tests/abi/exported_symbols.sh "${NM:-nm}" "$lib"; then
-    record abi exported_symbols ok
+    record "$abi_suite" exported_symbols ok
 else
-    record abi exported_symbols fail
+    record "$abi_suite" exported_symbols fail
+fi
+
+if [ "$mode" = hardened ]; then
+    expect="PCM_TEST_EXPECT_FAST_PATH=cas PCM_TEST_HARDENED=1"
+    case "$arch" in
+    x86_64 | generic) runner="env $expect" ;;
+    x86) runner="env QEMU_LD_PREFIX=/usr/i686-linux-gnu $expect qemu-i386 -E LD_LIBRARY_PATH=/usr/i686-linux-gnu/lib" ;;
+    arm64) runner="env QEMU_LD_PREFIX=/usr/aarch64-linux-gnu $expect qemu-aarch64 -cpu cortex-a57" ;;
+    *)
+        echo "run-tests.sh: unknown ARCH $arch" >&2
+        exit 2
+        ;;
+    esac
+    if [ "$arch" = x86_64 ] || [ "$arch" = generic ]; then
+        run_suite hardened "$runner" "$runner LD_PRELOAD=$lib"
+    else
+        run_suite hardened "$runner" "$runner -E LD_PRELOAD=$lib"
+    fi
+    if [ "$arch" = x86 ]; then
+        echo "== [hardened-audit] K6 instruction audit of the hardened build"
+        objects=$(find "$build/obj" -name '*.o' | sort)
+        if tests/audit/x86_instructions.sh "${OBJDUMP:-i686-linux-gnu-objdump}" "$build/libpcmalloc.so" $objects; then
+            record hardened-audit k6_instruction_audit ok
+        else
+            record hardened-audit k6_instruction_audit fail
+        fi
+    fi
+    if [ "$arch" = x86_64 ]; then
+        for name in perl sort python; do
+            [ -f "tests/programs/$name.sh" ] && run_binary hardened-programs "tests/programs/$name.sh" \
+                env PCM_LIB="$lib" bash
+        done
+    fi
+    exit 0
 fi
 
 case "$arch" in

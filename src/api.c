@@ -14,6 +14,7 @@
 
 #include "fast_path.h"
 #include "free_mark.h"
+#include "hardening.h"
 #include "heap.h"
 #include "init.h"
 #include "large.h"
@@ -40,11 +41,14 @@ static inline bool is_power_of_two(size_t x)
 #define CAS_PATH inline __attribute__((always_inline))
 #endif
 
-/* A live object never carries the free mark (free_mark.h). */
+/* A live object never carries the free mark (free_mark.h); the hardened
+ * build checks it was not written while free. */
 static inline __attribute__((always_inline)) void *handed_out(void *obj)
 {
-    if (__builtin_expect(obj != NULL, 1))
+    if (__builtin_expect(obj != NULL, 1)) {
+        pcm_hardened_handed_out(obj);
         *pcm_object_word1(obj) = 0;
+    }
     return obj;
 }
 
@@ -150,6 +154,7 @@ static struct object_info lookup(void *p, const char *call)
         segment = owner;
     }
     info.span = checked_span(segment, p, call);
+    pcm_hardened_check_live(p, call);
     return info;
 }
 
@@ -167,8 +172,9 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
     }
 }
 
-static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p)
+static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p, const char *call)
 {
+    pcm_hardened_free(span, p, call);
     size_t cls = (size_t)span->class_plus1 - 1; /* size_t: slot0's offset folds the - 1 */
 #ifdef PCM_ARCH_RSEQ
     /* A span exists only after start-up, so the path is chosen by now. */
@@ -207,7 +213,7 @@ static __attribute__((noinline)) void large_free(struct pcm_large *large, void *
 static void free_found(struct object_info info, void *p, const char *call)
 {
     if (info.span)
-        small_free(info.span, p);
+        small_free(info.span, p, call);
     else
         large_free(info.large, p, call);
 }
@@ -228,7 +234,7 @@ static inline __attribute__((always_inline)) void free_checked(void *p, const ch
     if (__builtin_expect(pcm_segment_index_has(p), 1)) {
         struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
         if (__builtin_expect(span_has_object(span, p) && !pcm_object_is_marked_free(p), 1)) {
-            small_free(span, p);
+            small_free(span, p, call);
             return;
         }
     }

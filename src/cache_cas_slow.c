@@ -10,6 +10,7 @@
 
 #include "decay.h"
 #include "free_mark.h"
+#include "hardening.h"
 #include "percpu_cache.h"
 #include "remote.h"
 
@@ -21,12 +22,12 @@ static void *refill_locked(struct pcm_heap *h, unsigned cls)
     if (!count)
         return NULL;
     if (__builtin_expect(pcm_fault_duplicate_refill, 0) && count > 1) {
-        *(void **)last = first; /* first is also cached: handed out twice */
+        *(pcm_word_t *)last = pcm_link_encode(last, (pcm_word_t)first); /* first is also cached: handed out twice */
         last = first;
         count++;
     }
     if (count > 1)
-        pcm_cache_push_chain(&h->bins[cls].cache, *(void **)first, last, count - 1);
+        pcm_cache_push_chain(&h->bins[cls].cache, pcm_link_next(first, *(pcm_word_t *)first), last, count - 1);
     return first;
 }
 
@@ -63,7 +64,7 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     unsigned kept = 0;
     while (chain && kept < pcm_bin_shapes[cls].limit / 2) {
         keep_last = chain;
-        chain = (pcm_word_t *)chain[0];
+        chain = pcm_link_next(chain, chain[0]);
         kept++;
     }
     pcm_heap_return_chain_locked(h, chain);

@@ -31,6 +31,9 @@ void pcm_fast_path_choose(void)
         pcm_store_release(&pcm_fast_path, PCM_FAST_PATH_RSEQ);
         return;
     }
+#elif defined(PCM_HARDENED)
+    reason = "the hardened build: its free-list links are encoded in C, which the rseq sections (hand-written asm) "
+             "do not do";
 #else
     reason = "this architecture build has no restartable sequences";
 #endif

@@ -14,6 +14,7 @@
 #include <sched.h>
 
 #include "free_mark.h"
+#include "hardening.h"
 #include "os.h"
 #include "remote.h"
 #include "stats.h"
@@ -220,7 +221,7 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj)
 {
     struct pcm_segment *s = pcm_segment_of(obj);
     struct pcm_span *span = pcm_span_of(s, obj);
-    *(void **)obj = span->free;
+    *(pcm_word_t *)obj = pcm_link_encode(obj, (pcm_word_t)span->free);
     pcm_free_mark_set(obj, 0);
     span->free = obj;
     span_returned_locked(h, s, span, 1);
@@ -239,16 +240,17 @@ size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
         struct pcm_span *span = pcm_span_of(s, first);
         uintptr_t bytes = (uintptr_t)span->pages << PCM_PAGE_SHIFT;
         uint32_t n = 1;
-        for (void *next = *(void **)last; next && (uintptr_t)next - span->start < bytes; next = *(void **)next) {
+        for (void *next = pcm_link_next(last, *(pcm_word_t *)last); next && (uintptr_t)next - span->start < bytes;
+             next = pcm_link_next(next, *(pcm_word_t *)next)) {
             last = next;
             n++;
         }
-        chain = *(void **)last;
+        chain = pcm_link_next(last, *(pcm_word_t *)last);
         if (__builtin_expect(span->owner != pcm_heap_index(h), 0)) {
             pcm_remote_free_chain(&pcm_heaps[span->owner], first, last, n);
             continue;
         }
-        *(void **)last = span->free;
+        *(pcm_word_t *)last = pcm_link_encode(last, (pcm_word_t)span->free);
         span->free = first;
         span_returned_locked(h, s, span, n);
         total += n;
@@ -264,11 +266,23 @@ void pcm_heap_drain_remote_locked(struct pcm_heap *h)
         h->stats.remote_drained += pcm_heap_return_chain_locked(h, chain);
 }
 
+/* Link obj after *tail, the last object of a chain that hangs off *head
+ * (tail == head: the chain is empty), so appending needs no first-object
+ * test.  The hardened build encodes every link an object holds, but not
+ * the head's: a local word, in no segment. */
+static inline void chain_append(pcm_word_t *head, pcm_word_t **tail, pcm_word_t obj)
+{
+    if (PCM_HARDENED_BUILD && *tail == head)
+        *head = obj;
+    else
+        **tail = pcm_link_encode(*tail, obj);
+    *tail = (pcm_word_t *)obj;
+}
+
 unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first_out, void **last_out)
 {
     struct pcm_bin *bin = &h->bins[cls];
-    /* The chain hangs off `head`, so linking needs no first-object test. */
-    pcm_word_t head = 0, *last = &head;
+    pcm_word_t head = 0, *last = &head; /* chain_append */
     unsigned count = 0;
     while (count < want) {
         struct pcm_span *span = bin->partial;
@@ -281,9 +295,8 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
         unsigned before = count;
         /* Objects given back to the span first (their pages are warm)... */
         for (pcm_word_t *obj; count < want && (obj = span->free) != NULL; count++) {
-            span->free = (void *)obj[0];
-            last[0] = (pcm_word_t)obj;
-            last = obj;
+            span->free = pcm_link_next(obj, obj[0]);
+            chain_append(&head, &last, (pcm_word_t)obj);
         }
         /* ...then a run of fresh ones, contiguous, cut in one go. */
         uint32_t fresh = span->capacity - span->carved;
@@ -292,10 +305,9 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
         if (fresh) {
             uintptr_t from = span->start + (uintptr_t)span->carved * span->object_size;
             uintptr_t to = from + (uintptr_t)fresh * span->object_size;
-            for (uintptr_t obj = from; obj < to; obj += span->object_size) {
-                last[0] = obj;
-                last = (pcm_word_t *)obj;
-            }
+            pcm_hardened_carved(from, fresh, span->object_size);
+            for (uintptr_t obj = from; obj < to; obj += span->object_size)
+                chain_append(&head, &last, obj);
             span->carved += fresh;
             count += fresh;
             pcm_segment_touched(pcm_segment_of((void *)span->start), from, to);
@@ -304,12 +316,14 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
         if (!span->free && span->carved == span->capacity)
             list_remove(bin, span);
     }
+    void *first = (void *)head;
     if (count) {
-        last[0] = 0;
+        last[0] = pcm_link_encode(last, 0);
+        pcm_hardened_shuffle(pcm_heap_index(h), &first, (void **)&last, count);
         h->stats.refills++;
         h->stats.served[cls] += count;
     }
-    *first_out = (void *)head;
+    *first_out = first;
     *last_out = count ? last : NULL;
     return count;
 }

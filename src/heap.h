@@ -64,6 +64,9 @@ struct pcm_heap {
     volatile pcm_word_t remote;
     char pad_remote[PCM_CACHE_LINE - sizeof(pcm_word_t)];
     volatile pcm_word_t lock;
+#ifdef PCM_HARDENED
+    uint64_t random_state; /* the refill shuffle's generator (lock; hardening.c) */
+#endif
     struct pcm_segment *segments; /* lock */
     struct pcm_heap_stats stats;  /* lock */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: written once, by pcm_heap_prepare */
@@ -160,7 +163,8 @@ void pcm_heap_flush_caches_rseq(void);
 void pcm_heap_drain_remote_locked(struct pcm_heap *h);
 /* Cut up to `want` objects of class cls from h's spans (making spans, and
  * segments, as needed) into a chain linked by word 0: *first ... *last.
- * Returns how many (0: out of memory).  The objects carry no free mark. */
+ * Returns how many (0: out of memory).  Fresh objects carry no free mark
+ * (in the hardened build they do, and the chain comes shuffled). */
 unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first, void **last);
 /* obj, an object of one of h's spans, goes back to its span. */
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);

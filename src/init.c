@@ -10,6 +10,7 @@
 #include "cpu.h"
 #include "fast_path.h"
 #include "free_mark.h"
+#include "hardening.h"
 #include "heap.h"
 #include "message.h"
 #include "os.h"
@@ -68,6 +69,7 @@ void pcm_init_slow(void)
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
     pcm_segment_index_init();
+    pcm_hardening_startup();
     pcm_fast_path_choose();
     if (pcm_opts.verbose)
         pcm_verbose_startup();

@@ -15,4 +15,10 @@ _Noreturn void pcm_misuse_wrong_size(const char *call, const void *p, size_t giv
 _Noreturn void pcm_misuse_wrong_alignment(const char *call, const void *p, size_t alignment)
     __attribute__((cold));
 
+/* The hardened build's (hardening.h): found on a free list, not in a call
+ * the program made with the pointer, so they name the object. */
+_Noreturn void pcm_misuse_corrupt_link(const void *obj, const void *link) __attribute__((cold));
+_Noreturn void pcm_misuse_handed_out_twice(const void *obj) __attribute__((cold));
+_Noreturn void pcm_misuse_write_after_free(const void *obj, size_t offset) __attribute__((cold));
+
 #endif

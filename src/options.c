@@ -47,6 +47,13 @@ struct pcm_option_spec {
  * option table is written from this one; change both together.
  * (UNSIGNED maxima must fit in unsigned, 32 bits on every target.)
  */
+/* The hardened library (hardening.h) always checks: its default says so. */
+#ifdef PCM_HARDENED
+#define HARDENED_DEFAULT 1
+#else
+#define HARDENED_DEFAULT 0
+#endif
+
 static const struct pcm_option_spec pcm_option_table[] = {
     /*                   variable                 field           default  min  max */
     PCM_OPTION_STATS(   "PCMALLOC_STATS",        stats,          PCM_STATS_OFF),
@@ -54,7 +61,8 @@ static const struct pcm_option_spec pcm_option_table[] = {
     PCM_OPTION_BOOL(    "PCMALLOC_RSEQ",         rseq,           1),
     PCM_OPTION_UNSIGNED("PCMALLOC_CPUS",         cpus,           0,       0,   1024),
     PCM_OPTION_UNSIGNED("PCMALLOC_PURGE_DELAY",  purge_delay_ms, 1000,    0,   3600000),
-    PCM_OPTION_BOOL(    "PCMALLOC_HARDENED",     hardened,       0),
+    PCM_OPTION_BOOL(    "PCMALLOC_HARDENED",     hardened,       HARDENED_DEFAULT),
+    PCM_OPTION_BOOL(    "PCMALLOC_SECURE",       secure,         HARDENED_DEFAULT),
     PCM_OPTION_UNSIGNED("PCMALLOC_LARGE_CACHE",  large_cache_mib, 64,     0,   4095),
     PCM_OPTION_BOOL(    "PCMALLOC_HUGEPAGES",    hugepages,      0),
 };

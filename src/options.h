@@ -24,7 +24,8 @@ struct pcm_options {
     bool rseq;                 /* PCMALLOC_RSEQ: 0/1, restartable-sequence fast path */
     unsigned cpus;             /* PCMALLOC_CPUS: per-CPU heaps; 0 = the OS's count */
     unsigned purge_delay_ms;   /* PCMALLOC_PURGE_DELAY: ms before free memory goes back */
-    bool hardened;             /* PCMALLOC_HARDENED: 0/1, extra misuse checks */
+    bool hardened;             /* PCMALLOC_HARDENED: 0/1, asks for the hardened build's checks */
+    bool secure;               /* PCMALLOC_SECURE: the same (issue 6's name) */
     unsigned large_cache_mib;  /* PCMALLOC_LARGE_CACHE: MiB of freed large mappings kept */
     bool hugepages;            /* PCMALLOC_HUGEPAGES: 0/1, transparent huge pages for segments */
 };

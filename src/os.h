@@ -61,6 +61,15 @@ void pcm_os_no_huge_pages(void *p, size_t bytes);
  */
 bool pcm_os_hugepage(void *p, size_t bytes);
 
+/* Make [p, p + bytes) (kernel-page-aligned) a guard: no access, so a
+ * read or write there faults (the hardened build's guard pages).  False
+ * (errno set) if the kernel refused. */
+bool pcm_os_guard(void *p, size_t bytes);
+
+/* Fill buf with len random bytes from the kernel, without blocking; false
+ * if it has none to give (the caller falls back to AT_RANDOM). */
+bool pcm_os_random(void *buf, size_t len);
+
 /* Grow or shrink a mapping without moving it (mremap without MAYMOVE):
  * NULL + ENOMEM if the pages above it are taken. */
 void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes);

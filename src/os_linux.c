@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 /* ---- test-only fault injection ---- */
@@ -212,6 +213,19 @@ static void *pcm_os_mremap(void *p, size_t old_bytes, size_t new_bytes, int flag
 
 /* Without MAYMOVE: grows only if the pages above are free, so the mapping
  * keeps its address (and its alignment). */
+bool pcm_os_guard(void *p, size_t bytes)
+{
+    return mprotect(p, bytes, PROT_NONE) == 0;
+}
+
+bool pcm_os_random(void *buf, size_t len)
+{
+    int saved = errno;
+    bool ok = getrandom(buf, len, GRND_NONBLOCK) == (ssize_t)len;
+    errno = saved;
+    return ok;
+}
+
 void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes)
 {
     return pcm_os_mremap(p, old_bytes, new_bytes, 0, NULL);

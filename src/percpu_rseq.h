@@ -37,7 +37,8 @@
  * bytes above it, and off is the rseq area's offset from the thread
  * pointer (glibc's __rseq_offset).  "owner" operations act only when the
  * thread runs on CPU `owner`, so callers can say whose objects they push.
- * The generic arch has none (PCM_ARCH_RSEQ undefined): CAS path only.
+ * The generic arch has none (PCM_ARCH_RSEQ undefined): CAS path only; nor
+ * has the hardened build of any arch.
  */
 #ifndef PCM_PERCPU_RSEQ_H
 #define PCM_PERCPU_RSEQ_H
@@ -56,7 +57,9 @@
 _Static_assert(offsetof(struct pcm_bin, cache) == 0 && offsetof(pcm_pair_t, half.ptr) == 0,
                "a slot is the first word of its bin");
 
-#if defined(__linux__) && __has_include("arch_rseq.h")
+/* Not in the hardened build: the sections store free-list links plain,
+ * and its links are encoded (hardening.h). */
+#if defined(__linux__) && __has_include("arch_rseq.h") && !defined(PCM_HARDENED)
 #define PCM_PERCPU_RSEQ_INSIDE
 #include "arch_rseq.h"
 #undef PCM_PERCPU_RSEQ_INSIDE

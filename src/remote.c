@@ -5,6 +5,7 @@
 #include "remote.h"
 
 #include "free_mark.h"
+#include "hardening.h"
 
 /* The depth the top of `count` objects pushed onto `seen` would have.  A racy hint:
  * `seen` may already be drained and reused (its word 1 rewritten by the
@@ -24,7 +25,7 @@ void pcm_remote_free_chain(struct pcm_heap *owner, void *first, void *last, unsi
     pcm_word_t depth;
     do {
         depth = remote_depth_hint(seen, count);
-        *(pcm_word_t *)last = seen;
+        *(pcm_word_t *)last = pcm_link_encode(last, seen);
         pcm_free_mark_set(first, depth);
         /* release: the objects' words are written before they can be drained */
     } while (!pcm_cas_release(&owner->remote, &seen, (pcm_word_t)first));

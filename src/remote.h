@@ -3,10 +3,11 @@
  * heap (heap->remote), pushed by any thread, drained whole by the owner.
  *
  * Invariant: remote == 0 or it is the top of a chain of free objects of
- * the heap's spans, linked by word 0, each word 1 = mark | depth (depth is
- * a hint: about the number below it when it was pushed, read without a
- * lock; only the top's is ever read).  A push adds one object or a whole
- * chain, linking the chain's last object to the top it saw.
+ * the heap's spans, linked by word 0 (encoded in the hardened build,
+ * hardening.h), each word 1 = mark | depth (depth is a hint: about the
+ * number below it when it was pushed, read without a lock; only the top's
+ * is ever read).  A push adds one object or a whole chain, linking the
+ * chain's last object to the top it saw.
  * Why ABA cannot hurt: the drain takes the whole chain with one swap and
  * never looks at next pointers while others push; a push only links its
  * object to whatever top it saw and succeeds only if that top is still

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 
+#include "hardening.h"
 #include "init.h"
 #include "os.h"
 #include "segment_map.h"
@@ -50,7 +51,7 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     s->header_pages = HEADER_PAGES;
     s->free_pages = (uint32_t)(PCM_SEGMENT_PAGES - HEADER_PAGES);
     mark_pages(s, 0, HEADER_PAGES, true);
-    if (!pcm_segment_map_set(s, PCM_SEGMENT_SIZE, s)) {
+    if (!pcm_hardened_segment_created(s) || !pcm_segment_map_set(s, PCM_SEGMENT_SIZE, s)) {
         pcm_os_unmap(s, PCM_SEGMENT_SIZE);
         errno = ENOMEM;
         return NULL;
@@ -106,6 +107,7 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         span->listed = 0;
         span->free = NULL;
         span->prev = span->next = NULL;
+        pcm_hardened_span_created(span);
         pcm_stats_span_created(cls);
         return span;
     }

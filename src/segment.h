@@ -22,7 +22,8 @@
  *   capacity == used + |free list| + (capacity - carved)
  *     used:    objects outside the span - in the application, a per-CPU
  *              cache or a remote-free queue;
- *     free:    objects returned to the span, linked through their word 0;
+ *     free:    objects returned to the span, linked through their word 0
+ *              (encoded in the hardened build, hardening.h);
  *     carved:  objects ever cut from the span's memory (bump allocation
  *              keeps untouched pages uncommitted).
  *   listed == (span is on its bin's partial list), and a span is on it iff
@@ -76,11 +77,25 @@ struct pcm_segment {
     uint32_t header_pages;
     uint32_t free_pages;
     struct pcm_segment *next;     /* the owner heap's segments */
+#ifdef PCM_HARDENED
+    pcm_word_t link_key;          /* the owner heap's secret (hardening.h) */
+#endif
     pcm_word_t page_used[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     pcm_word_t page_touched[PCM_SEGMENT_PAGES / PCM_WORD_BITS]; /* objects were ever cut there */
     /* Free and touched at the last decay tick (pcm_segment_decay). */
     pcm_word_t page_was_free[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     struct pcm_span span[PCM_SEGMENT_PAGES];
+#ifdef PCM_HARDENED
+    /* One bit per 16-byte unit of the segment.  Invariant: an object's bit
+     * is set iff it is free - in a per-CPU cache, on a remote queue or its
+     * span's free list, or carved and not yet handed out.  Set by the CAS
+     * of the free that claims it (of two racing frees of one pointer,
+     * exactly one sees it clear), cleared by the CAS of the malloc that
+     * hands it out; whole words cleared when a new span takes the pages.
+     * Bits, not pointers: no ABA.  CAS because frees of neighbouring
+     * objects on other CPUs share a word. */
+    volatile pcm_word_t free_bits[PCM_SEGMENT_SIZE / PCM_MIN_ALIGN / PCM_WORD_BITS];
+#endif
 };
 
 static inline struct pcm_segment *pcm_segment_of(const void *p)

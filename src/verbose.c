@@ -12,6 +12,7 @@
 #include "atomic.h"
 #include "cpu.h"
 #include "fast_path.h"
+#include "hardening.h"
 #include "heap.h"
 #include "init.h"
 #include "message.h"
@@ -25,6 +26,7 @@ void pcm_verbose_startup(void)
     pcm_message("pcmalloc %s, %s build (%s atomics)", PCMALLOC_VERSION, PCM_ARCH_NAME,
                 pcm_arch_variant_name(pcm_arch_variant_current()));
     pcm_message("fast path: %s (%s)", pcm_fast_path_name(), pcm_fast_path_reason());
+    pcm_message("%s", pcm_hardening_summary());
     pcm_message("%u possible CPUs, %u per-CPU heaps, CPU number from %s", pcm_os_cpu_count(), pcm_heap_count,
                 pcm_cpu_source());
     pcm_message("options: %s", options);

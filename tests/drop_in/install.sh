@@ -23,6 +23,10 @@ check soname_link test "$(readlink "$root/lib/libpcmalloc.so.$major")" = "libpcm
 check dev_link test "$(readlink "$root/lib/libpcmalloc.so")" = "libpcmalloc.so.$major"
 check soname_in_library grep -q "Library soname: \[libpcmalloc.so.$major\]" <(readelf -d "$root/lib/libpcmalloc.so.$VERSION")
 check static_library test -f "$root/lib/libpcmalloc.a"
+check hardened_library test -f "$root/lib/libpcmalloc-hardened.so.$VERSION" -a \
+    "$(readlink "$root/lib/libpcmalloc-hardened.so.$major")" = "libpcmalloc-hardened.so.$VERSION"
+check hardened_soname grep -q "Library soname: \[libpcmalloc-hardened.so.$major\]" \
+    <(readelf -d "$root/lib/libpcmalloc-hardened.so.$VERSION")
 check header cmp -s "$root/include/pcmalloc.h" include/pcmalloc.h
 check wrapper_executable test -x "$root/bin/pcmalloc"
 check man_page test -f "$root/share/man/man7/pcmalloc.7"

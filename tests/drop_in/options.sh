@@ -59,7 +59,7 @@ fi
 # nothing printed unasked
 run_sorted quiet_by_default && check quiet_by_default test ! -s "$work/err"
 
-# PCMALLOC_VERBOSE=1: four lines, and the options in force
+# PCMALLOC_VERBOSE=1: five lines, and the options in force
 if run_sorted verbose PCMALLOC_VERBOSE=1 PCMALLOC_CPUS=1; then
     check verbose_version_and_build grep -q "^pcmalloc: pcmalloc $VERSION, [a-z0-9_]* build (.* atomics)$" "$work/err"
     check verbose_fast_path grep -Eq "^pcmalloc: fast path: (rseq|cas) \(.+\)$" "$work/err"
@@ -67,7 +67,8 @@ if run_sorted verbose PCMALLOC_VERBOSE=1 PCMALLOC_CPUS=1; then
         "$work/err"
     check verbose_options_in_force contains "$work/err" \
         "pcmalloc: options: PCMALLOC_STATS=0 PCMALLOC_VERBOSE=1 PCMALLOC_RSEQ=1 PCMALLOC_CPUS=1 "
-    check verbose_four_lines test "$(wc -l <"$work/err")" -eq 4
+    check verbose_hardening grep -q "^pcmalloc: default build: .*libpcmalloc-hardened.so" "$work/err"
+    check verbose_five_lines test "$(wc -l <"$work/err")" -eq 5
 fi
 
 # PCMALLOC_STATS=1: the table at exit, rows of the right width
@@ -143,7 +144,7 @@ check readme_verbose_options_line contains README.md "$(grep '^pcmalloc: options
 
 # the documentation lists every variable with its default
 grep -o 'PCM_OPTION_[A-Z]*( *"PCMALLOC_[A-Z_]*", *[a-z_]*, *[A-Z_0-9]*' src/options.c |
-    sed 's/.*"\(PCMALLOC_[A-Z_]*\)", *[a-z_]*, *\([A-Z_0-9]*\)/\1 \2/; s/PCM_STATS_OFF/0/' >"$work/options"
+    sed 's/.*"\(PCMALLOC_[A-Z_]*\)", *[a-z_]*, *\([A-Z_0-9]*\)/\1 \2/; s/PCM_STATS_OFF/0/; s/HARDENED_DEFAULT/0/' >"$work/options"
 check options_found test "$(wc -l <"$work/options")" -ge 6
 while read -r name default; do
     check "readme_lists_$name" grep -Eq "^\| \`$name\` \| .* \| \`$default\` \| .* \|$" README.md

@@ -2,9 +2,9 @@
 # tests/drop_in/wrapper.sh - the `pcmalloc` command as a new user meets it
 # (tools/pcmalloc.in, built as build/<ARCH>/pcmalloc): --help, --version,
 # running a program with --stats and --stats=json, its exit status and
-# arguments untouched, `--`, an existing LD_PRELOAD kept, --secure and
-# --verbose, the errors (unknown option, no program, no library, no such
-# program), finding the library through ../lib, and all of it under dash
+# arguments untouched, `--`, an existing LD_PRELOAD kept, --secure (the
+# hardened library) and --verbose, the errors (unknown option, no program,
+# no library, no such program), finding the library through ../lib, and all of it under dash
 # (the wrapper is POSIX sh).
 # shellcheck source=tests/drop_in/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -46,6 +46,13 @@ check secure_sets_hardened test "$("$WRAPPER" --secure sh -c 'echo "$PCMALLOC_HA
 "$WRAPPER" --secure --verbose true 2>"$work/err"
 check verbose_shows_hardened_in_force contains "$work/err" "PCMALLOC_HARDENED=1"
 check verbose_shows_version contains "$work/err" "pcmalloc: pcmalloc $VERSION, "
+check secure_preloads_the_hardened_library test "$("$WRAPPER" --secure sh -c 'echo "$LD_PRELOAD"')" = \
+    "$BUILD/libpcmalloc-hardened.so.1"
+check secure_runs_the_hardened_build contains "$work/err" "pcmalloc: hardened build: "
+PCMALLOC_HARDENED=1 "$WRAPPER" true 2>"$work/err"
+check default_library_warns_of_hardened contains "$work/err" "preload libpcmalloc-hardened.so"
+"$WRAPPER" --secure sort "$work/input" >"$work/out" 2>"$work/err"
+check secure_run_same_output cmp -s "$work/out" "$work/sorted"
 
 # errors: exit status 2 and a message, or the shell's 127
 "$WRAPPER" --bogus true >"$work/out" 2>"$work/err"

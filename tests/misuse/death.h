@@ -89,8 +89,10 @@ static const char *first_line(const char *text, char *buf, size_t cap)
     return buf;
 }
 
-/* misuse() must die of SIGABRT saying "pcmalloc: <call>(): " and, if
- * `what` is not NULL, `what`, and naming the pointer it published. */
+/* misuse() must die of SIGABRT saying "pcmalloc: <call>(): " ("pcmalloc: "
+ * if call is NULL: a fault found on a free list, in no particular call)
+ * and, if `what` is not NULL, `what`, and naming the pointer it
+ * published. */
 static void expect_death(const char *name, void (*misuse)(void), const char *call, const char *what)
 {
     struct pcm_test_child out = run_in_child(misuse);
@@ -102,7 +104,10 @@ static void expect_death(const char *name, void (*misuse)(void), const char *cal
               out.signaled ? "died of signal" : "exited with status", out.signaled ? out.signal : out.exit_status,
               line);
     char prefix[64];
-    snprintf(prefix, sizeof prefix, "pcmalloc: %s(): ", call);
+    if (call)
+        snprintf(prefix, sizeof prefix, "pcmalloc: %s(): ", call);
+    else
+        snprintf(prefix, sizeof prefix, "pcmalloc: ");
     PCM_CHECK(strncmp(out.text, prefix, strlen(prefix)) == 0, "%s: stderr does not start \"%s\": \"%s\"", name,
               prefix, line);
     void *pointer = shared_page()->pointer;

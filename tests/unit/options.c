@@ -16,9 +16,16 @@
 
 static const char *const all_options[] = {
     "PCMALLOC_STATS", "PCMALLOC_VERBOSE",      "PCMALLOC_RSEQ",
-    "PCMALLOC_CPUS",  "PCMALLOC_PURGE_DELAY",  "PCMALLOC_HARDENED",
+    "PCMALLOC_CPUS",  "PCMALLOC_PURGE_DELAY",  "PCMALLOC_HARDENED", "PCMALLOC_SECURE",
     "PCMALLOC_LARGE_CACHE", "PCMALLOC_HUGEPAGES",
 };
+
+/* The hardened build's hardened options default to 1 (options.c). */
+#ifdef PCM_HARDENED
+#define HARDENED_DEFAULT "1"
+#else
+#define HARDENED_DEFAULT "0"
+#endif
 
 static void clear_options(void)
 {
@@ -79,7 +86,8 @@ PCM_TEST(options_defaults)
     PCM_CHECK(o.rseq, "rseq off by default");
     PCM_CHECK(o.cpus == 0, "cpus %u", o.cpus);
     PCM_CHECK(o.purge_delay_ms == 1000, "purge delay %u", o.purge_delay_ms);
-    PCM_CHECK(!o.hardened, "hardened");
+    PCM_CHECK(o.hardened == (HARDENED_DEFAULT[0] == '1'), "hardened");
+    PCM_CHECK(o.secure == (HARDENED_DEFAULT[0] == '1'), "secure");
     PCM_CHECK(o.large_cache_mib == 64, "large cache %u MiB", o.large_cache_mib);
     PCM_CHECK(!o.hugepages, "hugepages");
 }
@@ -182,10 +190,11 @@ PCM_TEST(options_malformed_values)
     expect_rejected("PCMALLOC_STATS", "jsonx", "jsonx", "0", "is not 0, 1 or json");
     expect_rejected("PCMALLOC_RSEQ", "true", "true", "1", "is not 0 or 1");
     expect_rejected("PCMALLOC_VERBOSE", "on", "on", "0", "is not 0 or 1");
-    expect_rejected("PCMALLOC_HARDENED", "1 ", "1 ", "0", "is not 0 or 1");
+    expect_rejected("PCMALLOC_HARDENED", "1 ", "1 ", HARDENED_DEFAULT, "is not 0 or 1");
+    expect_rejected("PCMALLOC_SECURE", "yes", "yes", HARDENED_DEFAULT, "is not 0 or 1");
     expect_rejected("PCMALLOC_HUGEPAGES", "yes", "yes", "0", "is not 0 or 1");
     /* A newline in the value must not break the one-line warning. */
-    expect_rejected("PCMALLOC_HARDENED", "1\n2", "1?2", "0", "is not 0 or 1");
+    expect_rejected("PCMALLOC_HARDENED", "1\n2", "1?2", HARDENED_DEFAULT, "is not 0 or 1");
 }
 
 PCM_TEST(options_out_of_range_values)
@@ -244,7 +253,8 @@ PCM_TEST(options_format_names_every_option_in_force)
     memset(text, 'x', sizeof text);
     size_t len = pcm_options_format(&o, text, sizeof text);
     const char *want = "PCMALLOC_STATS=json PCMALLOC_VERBOSE=0 PCMALLOC_RSEQ=1 PCMALLOC_CPUS=3 "
-                       "PCMALLOC_PURGE_DELAY=1000 PCMALLOC_HARDENED=0 PCMALLOC_LARGE_CACHE=64 "
+                       "PCMALLOC_PURGE_DELAY=1000 PCMALLOC_HARDENED=" HARDENED_DEFAULT
+                       " PCMALLOC_SECURE=" HARDENED_DEFAULT " PCMALLOC_LARGE_CACHE=64 "
                        "PCMALLOC_HUGEPAGES=0";
     PCM_CHECK(strcmp(text, want) == 0, "got \"%s\"", text);
     PCM_CHECK(len == strlen(want), "returned %zu for %zu characters", len, strlen(want));
