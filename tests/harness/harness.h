@@ -117,6 +117,10 @@ struct pcm_test_child pcm_test_run_child(int (*child)(void *arg), void *arg, uns
 /* The process's resident set (/proc/self/statm), bytes; 0 if unknown. */
 size_t pcm_test_resident_bytes(void);
 
+/* The lower-case hex number at *p (as in /proc/self/maps); *p is left on
+ * the first character after it. */
+unsigned long pcm_test_parse_hex(const char **p);
+
 /* Harness entry: runs every registered test (or those whose name contains
  * PCM_TEST_FILTER), prints the summary, returns the exit code. */
 int pcm_test_main(void);

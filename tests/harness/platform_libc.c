@@ -180,3 +180,17 @@ size_t pcm_test_resident_bytes(void)
         resident = resident * 10 + (unsigned long)(*p++ - '0');
     return resident * (size_t)sysconf(_SC_PAGESIZE);
 }
+
+unsigned long pcm_test_parse_hex(const char **p)
+{
+    unsigned long v = 0;
+    for (;; (*p)++) {
+        char c = **p;
+        if (c >= '0' && c <= '9')
+            v = v * 16 + (unsigned long)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v = v * 16 + (unsigned long)(c - 'a' + 10);
+        else
+            return v;
+    }
+}

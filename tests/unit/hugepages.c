@@ -68,20 +68,6 @@ struct vma_info {
     unsigned long anon_huge_kib; /* AnonHugePages */
 };
 
-static unsigned long parse_hex(const char **p)
-{
-    unsigned long v = 0;
-    for (;; (*p)++) {
-        char c = **p;
-        if (c >= '0' && c <= '9')
-            v = v * 16 + (unsigned long)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v = v * 16 + (unsigned long)(c - 'a' + 10);
-        else
-            return v;
-    }
-}
-
 /* The mappings of /proc/self/smaps, read by snapshot(). */
 #define VMAS_MAX 8192
 static struct vma_info vmas[VMAS_MAX];
@@ -102,10 +88,10 @@ static void snapshot(void)
     struct vma_info *v = NULL;
     for (const char *line = text; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
         const char *p = line;
-        unsigned long start = parse_hex(&p);
+        unsigned long start = pcm_test_parse_hex(&p);
         if (p != line && *p == '-') { /* "start-end perms ...": a mapping */
             p++;
-            unsigned long end = parse_hex(&p);
+            unsigned long end = pcm_test_parse_hex(&p);
             v = vma_count < VMAS_MAX ? &vmas[vma_count++] : NULL;
             if (v)
                 *v = (struct vma_info){start, end, true, false, 0};

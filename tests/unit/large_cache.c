@@ -82,27 +82,6 @@ static bool mincore_sees_unmapping(void)
     return known == 1;
 }
 
-static size_t resident_bytes(void)
-{
-    char text[128] = {0};
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    const char *p = text;
-    while (*p >= '0' && *p <= '9')
-        p++;
-    while (*p == ' ')
-        p++;
-    unsigned long resident = 0;
-    while (*p >= '0' && *p <= '9')
-        resident = resident * 10 + (unsigned long)(*p++ - '0');
-    return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static void sleep_ms(long ms)
 {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -275,9 +254,9 @@ PCM_TEST(malloc_trim_says_whether_it_unmapped_cached_mappings)
         pcm_free(objects[i]);
     size_t cached = pcm_large_cache_bytes();
     PCM_CHECK(cached == COUNT * map_bytes_of(2 * MIB), "%zu bytes cached after %d frees of 2 MiB", cached, COUNT);
-    size_t before = resident_bytes();
+    size_t before = pcm_test_resident_bytes();
     int released = pcm_malloc_trim(0);
-    size_t after = resident_bytes();
+    size_t after = pcm_test_resident_bytes();
     PCM_CHECK(released == 1, "malloc_trim(0) returned %d with %zu bytes of large mappings cached", released, cached);
     PCM_CHECK(pcm_large_cache_bytes() == 0 && pcm_large_cache_count() == 0, "%zu bytes in %u mappings still cached",
               pcm_large_cache_bytes(), pcm_large_cache_count());

@@ -40,20 +40,6 @@ static long read_whole(const char *path, char *buf, size_t cap)
     return (long)len;
 }
 
-static unsigned long parse_hex(const char **p)
-{
-    unsigned long v = 0;
-    for (;; (*p)++) {
-        char c = **p;
-        if (c >= '0' && c <= '9')
-            v = v * 16 + (unsigned long)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v = v * 16 + (unsigned long)(c - 'a' + 10);
-        else
-            return v;
-    }
-}
-
 /* Total bytes of all mappings in /proc/self/maps, or 0 if unreadable.
  * Streams the file through a static buffer: no allocation. */
 static unsigned long long mapped_bytes(void)
@@ -78,10 +64,10 @@ static unsigned long long mapped_bytes(void)
             line[used] = '\0';
             used = 0;
             const char *p = line;
-            unsigned long start = parse_hex(&p);
+            unsigned long start = pcm_test_parse_hex(&p);
             if (*p++ != '-')
                 continue;
-            unsigned long end = parse_hex(&p);
+            unsigned long end = pcm_test_parse_hex(&p);
             total += end - start;
         }
     }
