@@ -17,6 +17,7 @@
 
 #include "harness.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,19 @@
 struct shared {
     void *pointer;
 };
+
+/* One heap, and this thread on one CPU: a child's objects then come
+ * from one heap's spans in a known order (call it before the child's
+ * first allocation: PCMALLOC_CPUS is read at pcmalloc's set-up). */
+static inline void one_heap(void)
+{
+    setenv("PCMALLOC_CPUS", "1", 1);
+    cpu_set_t set;
+    int cpu = sched_getcpu();
+    CPU_ZERO(&set);
+    CPU_SET(cpu >= 0 ? cpu : 0, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
 
 static struct shared *shared_page(void)
 {

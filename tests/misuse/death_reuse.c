@@ -43,17 +43,6 @@ static struct pcm_span *span_of(void *p)
     return pcm_span_of(pcm_segment_of(p), p);
 }
 
-/* One heap, and this thread on one CPU. */
-static void one_heap(void)
-{
-    setenv("PCMALLOC_CPUS", "1", 1); /* read at pcmalloc's set-up: the child's first call */
-    cpu_set_t set;
-    int cpu = sched_getcpu();
-    CPU_ZERO(&set);
-    CPU_SET(cpu >= 0 ? cpu : 0, &set);
-    sched_setaffinity(0, sizeof set, &set);
-}
-
 /* Allocate and free the old objects; the index of one whose span was
  * given back, or exit with SETUP_FAILED. */
 static unsigned free_until_a_span_is_given_back(void)

@@ -31,16 +31,6 @@
 #include <sched.h>
 #include <stdint.h>
 
-static void one_heap(void)
-{
-    setenv("PCMALLOC_CPUS", "1", 1); /* read at pcmalloc's set-up: the child's first call */
-    cpu_set_t set;
-    int cpu = sched_getcpu();
-    CPU_ZERO(&set);
-    CPU_SET(cpu >= 0 ? cpu : 0, &set);
-    sched_setaffinity(0, sizeof set, &set);
-}
-
 /* Hardened: must die as expect_death says.  Default: run it, print. */
 static void hardened_death(const char *name, void (*misuse)(void), const char *call, const char *what)
 {
