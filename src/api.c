@@ -182,14 +182,13 @@ static inline __attribute__((always_inline)) void small_free(struct pcm_span *sp
         pcm_word_t mark = pcm_free_mark(p);
         if (PCM_FREE_MARK_WIDE)
             ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
-        /* Onto this CPU's cache, whichever heap owns p (percpu_rseq.h). */
-        pcm_arch_rseq_push_here(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, p, mark, no_cpu, full,
-                                aborted);
+        pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full,
+                           aborted);
         return;
         /* Out of line, with nothing but p: the fast path keeps no other
          * value alive across the section, so it saves no registers. */
-    no_cpu:
-        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_NO_CPU);
+    other_cpu: /* or a thread without a CPU number */
+        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_OTHER_CPU);
         return;
     full:
         pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_FULL);

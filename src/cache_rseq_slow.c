@@ -233,23 +233,43 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_decay_maybe();
 }
 
+/* Objects of this size and up freed on a CPU other than their owner's go
+ * into that CPU's cache (percpu_rseq.h); smaller ones share cache lines
+ * with their neighbours, which the owner's CPU hands to its own threads,
+ * so caching them elsewhere would give two CPUs' threads one line to
+ * write (the false sharing cache-scratch and cache-thrash measure): they
+ * go home through the owner's remote queue at once. */
+#define FOREIGN_CACHED_MIN 128u
+
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
 {
     struct pcm_span *span = pcm_span_of(pcm_segment_of(obj), obj);
     unsigned cls = span->class_plus1 - 1u;
     pcm_word_t mark = pcm_free_mark(obj);
-    while (why == PCM_RSEQ_FREE_ABORTED) {
+    while (why == PCM_RSEQ_FREE_ABORTED) { /* the fast path's push again */
         pcm_rseq_count_abort();
-        pcm_arch_rseq_push_here(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu,
-                                full, aborted);
+        pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, span->owner, obj, mark, other_cpu, full,
+                           aborted);
         return;
-    no_cpu:
-        why = PCM_RSEQ_FREE_NO_CPU;
+    other_cpu:
+        why = PCM_RSEQ_FREE_OTHER_CPU;
         break;
     full:
         why = PCM_RSEQ_FREE_FULL;
         break;
     aborted:;
+    }
+    if (why == PCM_RSEQ_FREE_OTHER_CPU && span->object_size >= FOREIGN_CACHED_MIN) {
+        for (;;) { /* onto the cache of the CPU the thread is on */
+            pcm_arch_rseq_push_here(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu,
+                                    here_full, here_aborted);
+            return;
+        here_aborted:
+            pcm_rseq_count_abort();
+        }
+    here_full:
+        why = PCM_RSEQ_FREE_FULL;
+    no_cpu:;
     }
     int cpu = pcm_rseq_cpu();
     if (why == PCM_RSEQ_FREE_FULL && cpu >= 0)

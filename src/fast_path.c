@@ -12,6 +12,7 @@
 #include "percpu_rseq.h"
 
 volatile pcm_word_t pcm_fast_path;
+pcm_word_t pcm_fast_path_settled;
 static const char *reason = "start-up has not chosen yet";
 
 void pcm_fast_path_choose(void)
@@ -27,6 +28,7 @@ void pcm_fast_path_choose(void)
         reason = "PCMALLOC_CPUS gives fewer heaps than CPUs, so CPUs share caches";
     else {
         reason = "restartable sequences on glibc's rseq area";
+        pcm_fast_path_settled = PCM_FAST_PATH_RSEQ;
         /* release: the heaps and options are visible to whoever sees it */
         pcm_store_release(&pcm_fast_path, PCM_FAST_PATH_RSEQ);
         return;
@@ -37,6 +39,7 @@ void pcm_fast_path_choose(void)
 #else
     reason = "this architecture build has no restartable sequences";
 #endif
+    pcm_fast_path_settled = PCM_FAST_PATH_CAS;
     pcm_store_release(&pcm_fast_path, PCM_FAST_PATH_CAS);
 }
 

@@ -29,13 +29,17 @@ static inline bool pcm_fast_path_is_rseq(void)
     return pcm_load_acquire(&pcm_fast_path) == PCM_FAST_PATH_RSEQ;
 }
 
-/* The same where start-up is known to be complete (an object exists):
- * then the word was written before that object was made, which happened
- * before the caller could hold it, so a plain read sees the final value
- * and needs no ordering - and compiles to one compare with memory. */
+/* The same value, an ordinary variable: written before pcm_fast_path
+ * (whose release store publishes it), for readers that know start-up is
+ * complete because an object exists.  That object was made after start-up
+ * and reached the reader through a happens-before chain, so a plain read
+ * sees the final value - and, not being volatile, compiles to one compare
+ * with memory. */
+extern pcm_word_t pcm_fast_path_settled __attribute__((visibility("hidden")));
+
 static inline bool pcm_fast_path_is_rseq_after_start(void)
 {
-    return *(const volatile pcm_word_t *)&pcm_fast_path == PCM_FAST_PATH_RSEQ;
+    return pcm_fast_path_settled == PCM_FAST_PATH_RSEQ;
 }
 
 /* A short name for statistics and PCMALLOC_VERBOSE: "rseq" or "cas". */

@@ -6,7 +6,8 @@
  * may be preempted or migrated at any instruction, so nothing assumes the
  * heap belongs to the caller:
  *   - bins[c].cache (percpu_cache.h): free objects of class c from this
- *     heap's spans (on the rseq path, percpu_rseq.h: from any heap's);
+ *     heap's spans (on the rseq path, percpu_rseq.h: objects of 128 bytes
+ *     and more from any heap's);
  *     lock-free pop and push, the whole fast path;
  *   - remote (remote.h): objects of this heap's spans freed on other CPUs,
  *     a lock-free multi-producer stack that the heap drains whole;
@@ -141,12 +142,12 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj) __attribute
  * The object comes ready to hand out (word 1 cleared); NULL with errno ==
  * ENOMEM when memory is exhausted. */
 void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen) __attribute__((noinline, cold));
-/* rseq path.  The push of obj (a valid small object) onto the cache of
- * the thread's CPU did not happen: */
+/* rseq path.  The push of obj (a valid small object) onto its owner's
+ * CPU's cache did not happen: */
 enum pcm_rseq_free_reason {
-    PCM_RSEQ_FREE_NO_CPU,  /* the kernel gives the thread no CPU number */
-    PCM_RSEQ_FREE_FULL,    /* that CPU's cache was full */
-    PCM_RSEQ_FREE_ABORTED, /* the section was restarted */
+    PCM_RSEQ_FREE_OTHER_CPU, /* not on the owner heap's CPU (or no CPU number) */
+    PCM_RSEQ_FREE_FULL,      /* that CPU's cache was full */
+    PCM_RSEQ_FREE_ABORTED,   /* the section was restarted */
 };
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why) __attribute__((noinline, cold));
 

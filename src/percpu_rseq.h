@@ -5,12 +5,14 @@
  * The cache of class c on CPU n is the word pcm_heaps[n].bins[c].cache
  * .half.ptr (the tag half is unused on this path): a LIFO of free objects
  * of class c, linked by word 0, word 1 = mark | depth as in
- * percpu_cache.h.  Unlike the CAS path's, it may hold objects of any
- * heap's spans: a free pushes onto the cache of the CPU it runs on,
- * whoever owns the object, so a thread the scheduler moved, or a consumer
- * freeing what a producer made, pays no atomic either.  Objects of other
- * heaps leave the cache when it overflows or is flushed, a run at a time,
- * onto their owners' remote queues (heap.h: pcm_heap_return_chain_locked).  Invariant of this path: that word is written only by a
+ * percpu_cache.h.  Unlike the CAS path's, it may hold objects of other
+ * heaps' spans: an object of 128 bytes or more freed on a CPU other than
+ * its owner's goes onto the cache of the CPU the thread runs on (the
+ * free's slow half, cache_rseq_slow.c; smaller ones share cache lines and
+ * go home at once), so a thread the scheduler moved, or a consumer
+ * freeing what a producer made, pays no atomic.  Objects of other heaps
+ * leave the cache when it overflows or is flushed, a run at a time, onto
+ * their owners' remote queues (heap.h: pcm_heap_return_chain_locked).  Invariant of this path: that word is written only by a
  * thread running on CPU n, inside one of the sections below (the kernel
  * aborts a section the thread leaves the CPU in), so each operation is
  * plain loads and one committing store - no lock prefix, no exclusive

@@ -7,8 +7,9 @@
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
  *     slot (the assembly found the right slot) and the next malloc there
  *     takes it back; a free on another CPU lands in that CPU's cache (no
- *     atomic), and a flush of that cache sends it to the owner's remote
- *     queue, never into the owner's spans from the wrong lock;
+ *     atomic) for objects of 128 bytes and up, and a flush of that cache
+ *     sends it to the owner's remote queue; a smaller object goes to that
+ *     queue at once;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
  *     unregister it) still allocates and frees correctly, without caching.
  * Threads are pinned with sched_setaffinity; with one allowed CPU the
@@ -145,7 +146,41 @@ static void *free_on_cpu(void *arg)
 }
 #endif
 
-PCM_TEST(rseq_free_on_another_cpu_is_cached_there_then_sent_home)
+#ifdef PCM_ARCH_RSEQ
+/* Allocate `size` bytes on cpus[0], free them on cpus[1]: if `cached`,
+ * the object must land on cpus[1]'s cache and reach its owner's remote
+ * queue only at that cache's flush; else it must go there at once. */
+static void free_elsewhere(const int cpus[2], size_t size, bool cached)
+{
+    PCM_REQUIRE(pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    void *p = pcm_malloc(size);
+    PCM_REQUIRE(p, "malloc failed");
+    unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
+    pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    struct handoff h = {cpus[1], p, pcm_size_class(size), 0, 0};
+    pthread_t t;
+    PCM_REQUIRE(pthread_create(&t, NULL, free_on_cpu, &h) == 0, "pthread_create failed");
+    pthread_join(t, NULL);
+    PCM_REQUIRE(h.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
+    if (owner == (unsigned)cpus[1])
+        return; /* (a busy heap lock sent the refill elsewhere) */
+    if (cached)
+        PCM_CHECK(h.top_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its cache top is %p", size, p,
+                  cpus[1], (void *)h.top_after_free);
+    else
+        PCM_CHECK(h.top_after_free != (pcm_word_t)p, "%zu bytes: %p, heap %u's, cached on CPU %d", size, p, owner,
+                  cpus[1]);
+    PCM_CHECK(h.top_after_flush != (pcm_word_t)p, "%p still cached on CPU %d after its flush", p, cpus[1]);
+    /* Nothing else runs: no drain can have taken it meanwhile. */
+    pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    PCM_CHECK(remote == (pcm_word_t)p, "%zu bytes freed on CPU %d: %p is not on top of heap %u's remote queue (%p)",
+              size, cpus[1], p, owner, (void *)remote);
+    PCM_CHECK(*(pcm_word_t *)p == remote_before, "%p on heap %u's remote queue links to %p, not the old top %p", p,
+              owner, (void *)*(pcm_word_t *)p, (void *)remote_before);
+}
+#endif
+
+PCM_TEST(rseq_free_on_another_cpu_caches_large_enough_objects_there)
 {
 #ifdef PCM_ARCH_RSEQ
     int cpus[2];
@@ -157,27 +192,8 @@ PCM_TEST(rseq_free_on_another_cpu_is_cached_there_then_sent_home)
     }
     cpu_set_t saved;
     sched_getaffinity(0, sizeof saved, &saved);
-    PCM_REQUIRE(pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
-    void *p = pcm_malloc(56);
-    PCM_REQUIRE(p, "malloc failed");
-    unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
-    pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
-    struct handoff h = {cpus[1], p, pcm_size_class(56), 0, 0};
-    pthread_t t;
-    PCM_REQUIRE(pthread_create(&t, NULL, free_on_cpu, &h) == 0, "pthread_create failed");
-    pthread_join(t, NULL);
-    PCM_REQUIRE(h.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
-    PCM_CHECK(h.top_after_free == (pcm_word_t)p, "freed %p on CPU %d: its cache top is %p", p, cpus[1],
-              (void *)h.top_after_free);
-    PCM_CHECK(h.top_after_flush != (pcm_word_t)p, "%p still cached on CPU %d after its flush", p, cpus[1]);
-    if (owner != (unsigned)cpus[1]) {
-        /* Nothing else runs: no drain can have taken it meanwhile. */
-        pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
-        PCM_CHECK(remote == (pcm_word_t)p, "flushed on CPU %d, %p is not on top of heap %u's remote queue (%p)",
-                  cpus[1], p, owner, (void *)remote);
-        PCM_CHECK(*(pcm_word_t *)p == remote_before, "%p on heap %u's remote queue links to %p, not the old top %p",
-                  p, owner, (void *)*(pcm_word_t *)p, (void *)remote_before);
-    }
+    free_elsewhere(cpus, 200, true); /* 128 bytes and up: cached where freed */
+    free_elsewhere(cpus, 56, false); /* smaller: would share lines, goes home */
     restore_affinity(&saved);
 #endif
 }
