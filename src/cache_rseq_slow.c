@@ -50,6 +50,26 @@ aborted:
     goto retry;
 }
 
+/* Push obj (of any heap's spans; on 32-bit builds its word 2 already
+ * marked by the free's fast path) onto the cache of class cls of the CPU
+ * the thread runs on, if it has room; OTHER_CPU: the thread has no CPU
+ * number. */
+static enum push_result push_here(unsigned cls, void *obj)
+{
+    pcm_word_t mark = pcm_free_mark(obj);
+retry:
+    pcm_arch_rseq_push_here(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu, full,
+                            aborted);
+    return PUSHED;
+no_cpu:
+    return OTHER_CPU;
+full:
+    return FULL;
+aborted:
+    pcm_rseq_count_abort();
+    goto retry;
+}
+
 /* An object from the cache of whatever CPU the thread runs on, or EMPTY. */
 static void *pop_any(unsigned cls)
 {
@@ -190,25 +210,16 @@ static void *take_all_on(struct pcm_heap *h, unsigned cls)
     }
 }
 
-/* obj, of any heap's spans, back home: into its span if h owns it (h's
- * lock held), else onto its owner's remote queue. */
-static void give_back_locked(struct pcm_heap *h, void *obj)
+/* The cache of class cls on h's CPU was full when obj, of span, was
+ * freed there (or h was never used: its limits are 0 until it is made
+ * ready). */
+static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
 {
-    unsigned owner = pcm_span_of(pcm_segment_of(obj), obj)->owner;
-    if (owner == pcm_heap_index(h))
-        pcm_heap_return_locked(h, obj);
-    else
-        pcm_remote_free(&pcm_heaps[owner], obj);
-}
-
-/* The cache of class cls on h's CPU was full when obj was freed there
- * (or h was never used: its limits are 0 until it is made ready). */
-static void flush(struct pcm_heap *h, unsigned cls, void *obj)
-{
+    unsigned cls = span->class_plus1 - 1u;
     pcm_heap_prepare(h);
     if (!pcm_heap_trylock(h)) {
         /* Busy: obj's owner takes it back from its remote queue. */
-        pcm_remote_free(&pcm_heaps[pcm_span_of(pcm_segment_of(obj), obj)->owner], obj);
+        pcm_remote_free(&pcm_heaps[span->owner], obj);
         return;
     }
     h->stats.flushes++;
@@ -225,7 +236,11 @@ static void flush(struct pcm_heap *h, unsigned cls, void *obj)
         *(void **)last = NULL;
         pcm_heap_return_chain_locked(h, top);
     }
-    give_back_locked(h, obj);
+    /* obj home: into its span if h owns it, else onto its owner's queue */
+    if (span->owner == pcm_heap_index(h))
+        pcm_heap_return_locked(h, obj);
+    else
+        pcm_remote_free(&pcm_heaps[span->owner], obj);
     pcm_heap_drain_remote_locked(h);
     if (chain && !put_chain_locked(h, cls, chain))
         pcm_heap_return_chain_locked(h, chain);
@@ -245,35 +260,18 @@ void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
 {
     struct pcm_span *span = pcm_span_of(pcm_segment_of(obj), obj);
     unsigned cls = span->class_plus1 - 1u;
-    pcm_word_t mark = pcm_free_mark(obj);
-    while (why == PCM_RSEQ_FREE_ABORTED) { /* the fast path's push again */
+    enum push_result result = why == PCM_RSEQ_FREE_FULL ? FULL : OTHER_CPU;
+    if (why == PCM_RSEQ_FREE_ABORTED) { /* the fast path's push again */
         pcm_rseq_count_abort();
-        pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, span->owner, obj, mark, other_cpu, full,
-                           aborted);
+        result = push_on(&pcm_heaps[span->owner], cls, obj);
+    }
+    if (result == OTHER_CPU && span->object_size >= FOREIGN_CACHED_MIN)
+        result = push_here(cls, obj);
+    if (result == PUSHED)
         return;
-    other_cpu:
-        why = PCM_RSEQ_FREE_OTHER_CPU;
-        break;
-    full:
-        why = PCM_RSEQ_FREE_FULL;
-        break;
-    aborted:;
-    }
-    if (why == PCM_RSEQ_FREE_OTHER_CPU && span->object_size >= FOREIGN_CACHED_MIN) {
-        for (;;) { /* onto the cache of the CPU the thread is on */
-            pcm_arch_rseq_push_here(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu,
-                                    here_full, here_aborted);
-            return;
-        here_aborted:
-            pcm_rseq_count_abort();
-        }
-    here_full:
-        why = PCM_RSEQ_FREE_FULL;
-    no_cpu:;
-    }
     int cpu = pcm_rseq_cpu();
-    if (why == PCM_RSEQ_FREE_FULL && cpu >= 0)
-        flush(&pcm_heaps[cpu], cls, obj);
+    if (result == FULL && cpu >= 0)
+        flush(&pcm_heaps[cpu], span, obj);
     else
         pcm_remote_free(&pcm_heaps[span->owner], obj);
 }
