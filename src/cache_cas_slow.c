@@ -18,7 +18,7 @@
 static void *refill_locked(struct pcm_heap *h, unsigned cls)
 {
     void *first, *last;
-    unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, &first, &last);
+    unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, false, &first, &last);
     if (!count)
         return NULL;
     if (__builtin_expect(pcm_fault_duplicate_refill, 0) && count > 1) {

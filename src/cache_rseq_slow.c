@@ -114,20 +114,15 @@ refused: /* another CPU now, or the cache is not empty */
 }
 
 /* Cache the chain of `count` fresh objects (owner's, the lock of owner
- * held) on owner's CPU, its first object on top: at once where the cache
- * is empty, else one by one; what cannot be cached goes back to the
- * spans. */
+ * held, marked with their depths as on an empty cache), its first object
+ * on top: at once where the cache is empty, else one by one; what cannot
+ * be cached goes back to the spans. */
 static void cache_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain, unsigned count)
 {
     if (!chain)
         return;
-    if (count <= pcm_bin_shapes[cls].limit) {
-        unsigned depth = count; /* as on an empty cache */
-        for (void *obj = chain; obj; obj = *(void **)obj)
-            pcm_free_mark_set(obj, depth--);
-        if (put_chain_locked(owner, cls, chain))
-            return;
-    }
+    if (count <= pcm_bin_shapes[cls].limit && put_chain_locked(owner, cls, chain))
+        return;
     chain = reversed(chain);
     while (chain) {
         void *next = *(void **)chain;
@@ -143,7 +138,7 @@ static void cache_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain
 static void *take_one_locked(struct pcm_heap *locked, unsigned cls)
 {
     void *first, *last;
-    return pcm_heap_cut_locked(locked, cls, 1, &first, &last) ? first : NULL;
+    return pcm_heap_cut_locked(locked, cls, 1, false, &first, &last) ? first : NULL;
 }
 
 static void *refill(struct pcm_heap *h, unsigned cls)
@@ -156,12 +151,13 @@ static void *refill(struct pcm_heap *h, unsigned cls)
     } else if ((obj = pop_any(cls)) == PCM_RSEQ_EMPTY) {
         /* (not refilled by another thread of this CPU meanwhile) */
         void *last;
-        unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, &obj, &last);
+        unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, true, &obj, &last);
         if (count) {
             void *rest = *(void **)obj;
             if (__builtin_expect(pcm_fault_duplicate_refill, 0) && rest) {
                 *(void **)last = obj; /* obj is also cached: handed out twice */
                 *(void **)obj = NULL;
+                pcm_chain_mark_depths(rest, count);
                 count++;
             }
             cache_chain_locked(h, cls, rest, count - 1);
@@ -227,15 +223,7 @@ static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
      * counted from the bottom, stay right, so it goes back as it is, in
      * one section.  (The take is empty if the thread has left h's CPU
      * since the push found the cache full.) */
-    void *top = take_all_on(h, cls), *chain = NULL;
-    if (top) {
-        void *last = top;
-        for (unsigned given = 1; given < pcm_bin_shapes[cls].limit / 2 && *(void **)last; given++)
-            last = *(void **)last;
-        chain = *(void **)last;
-        *(void **)last = NULL;
-        pcm_heap_return_chain_locked(h, top);
-    }
+    void *chain = pcm_heap_return_first_locked(h, take_all_on(h, cls), pcm_bin_shapes[cls].limit / 2);
     /* obj home: into its span if h owns it, else onto its owner's queue */
     if (span->owner == pcm_heap_index(h))
         pcm_heap_return_locked(h, obj);

@@ -230,22 +230,28 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj)
 /* Objects freed together mostly come from one span (a cache flush gives
  * back what was allocated together), so each run of them that lies in one
  * span goes onto its free list in one splice, with one update of the
- * span: a few instructions per object instead of a span update each. */
-size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
+ * span: a few instructions per object instead of a span update each.
+ * Returns up to `max` objects of chain, stops there and hands back the
+ * rest; *home counts those that went to h's own spans. */
+static void *return_runs_locked(struct pcm_heap *h, void *chain, size_t max, size_t *home)
 {
     size_t total = 0;
-    while (chain) {
+    *home = 0;
+    while (chain && total < max) {
         void *first = chain, *last = chain;
         struct pcm_segment *s = pcm_segment_of(first);
         struct pcm_span *span = pcm_span_of(s, first);
         uintptr_t bytes = (uintptr_t)span->pages << PCM_PAGE_SHIFT;
+        size_t room = max - total;
         uint32_t n = 1;
-        for (void *next = pcm_link_next(last, *(pcm_word_t *)last); next && (uintptr_t)next - span->start < bytes;
+        for (void *next = pcm_link_next(last, *(pcm_word_t *)last);
+             next && n < room && (uintptr_t)next - span->start < bytes;
              next = pcm_link_next(next, *(pcm_word_t *)next)) {
             last = next;
             n++;
         }
         chain = pcm_link_next(last, *(pcm_word_t *)last);
+        total += n;
         if (__builtin_expect(span->owner != pcm_heap_index(h), 0)) {
             pcm_remote_free_chain(&pcm_heaps[span->owner], first, last, n);
             continue;
@@ -253,9 +259,22 @@ size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
         *(pcm_word_t *)last = pcm_link_encode(last, (pcm_word_t)span->free);
         span->free = first;
         span_returned_locked(h, s, span, n);
-        total += n;
+        *home += n;
     }
-    return total;
+    return chain;
+}
+
+size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
+{
+    size_t home;
+    return_runs_locked(h, chain, SIZE_MAX, &home);
+    return home;
+}
+
+void *pcm_heap_return_first_locked(struct pcm_heap *h, void *chain, size_t n)
+{
+    size_t home;
+    return return_runs_locked(h, chain, n, &home);
 }
 
 void pcm_heap_drain_remote_locked(struct pcm_heap *h)
@@ -279,7 +298,8 @@ static inline void chain_append(pcm_word_t *head, pcm_word_t **tail, pcm_word_t 
     *tail = (pcm_word_t *)obj;
 }
 
-unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first_out, void **last_out)
+unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bool depths, void **first_out,
+                             void **last_out)
 {
     struct pcm_bin *bin = &h->bins[cls];
     pcm_word_t head = 0, *last = &head; /* chain_append */
@@ -297,6 +317,8 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
         for (pcm_word_t *obj; count < want && (obj = span->free) != NULL; count++) {
             span->free = pcm_link_next(obj, obj[0]);
             chain_append(&head, &last, (pcm_word_t)obj);
+            if (depths)
+                pcm_free_mark_set(obj, want - count);
         }
         /* ...then a run of fresh ones, contiguous, cut in one go. */
         uint32_t fresh = span->capacity - span->carved;
@@ -306,8 +328,17 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
             uintptr_t from = span->start + (uintptr_t)span->carved * span->object_size;
             uintptr_t to = from + (uintptr_t)fresh * span->object_size;
             pcm_hardened_carved(from, fresh, span->object_size);
-            for (uintptr_t obj = from; obj < to; obj += span->object_size)
-                chain_append(&head, &last, obj);
+            if (depths) {
+                /* marked in the same pass: each line is written once */
+                pcm_word_t depth = want - count;
+                for (uintptr_t obj = from; obj < to; obj += span->object_size) {
+                    chain_append(&head, &last, obj);
+                    pcm_free_mark_set((void *)obj, depth--);
+                }
+            } else {
+                for (uintptr_t obj = from; obj < to; obj += span->object_size)
+                    chain_append(&head, &last, obj);
+            }
             span->carved += fresh;
             count += fresh;
             pcm_segment_touched(pcm_segment_of((void *)span->start), from, to);
@@ -320,12 +351,21 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, vo
     if (count) {
         last[0] = pcm_link_encode(last, 0);
         pcm_hardened_shuffle(pcm_heap_index(h), &first, (void **)&last, count);
+        /* depths were counted from want; the shuffle reorders */
+        if (depths && (count != want || PCM_HARDENED_BUILD))
+            pcm_chain_mark_depths(first, count);
         h->stats.refills++;
         h->stats.served[cls] += count;
     }
     *first_out = first;
     *last_out = count ? last : NULL;
     return count;
+}
+
+void pcm_chain_mark_depths(void *chain, unsigned count)
+{
+    for (void *obj = chain; obj; obj = pcm_link_next(obj, *(pcm_word_t *)obj))
+        pcm_free_mark_set(obj, count--);
 }
 
 void pcm_heap_release_empty_spans_locked(struct pcm_heap *h)

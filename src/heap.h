@@ -164,9 +164,15 @@ void pcm_heap_flush_caches_rseq(void);
 void pcm_heap_drain_remote_locked(struct pcm_heap *h);
 /* Cut up to `want` objects of class cls from h's spans (making spans, and
  * segments, as needed) into a chain linked by word 0: *first ... *last.
- * Returns how many (0: out of memory).  Fresh objects carry no free mark
- * (in the hardened build they do, and the chain comes shuffled). */
-unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, void **first, void **last);
+ * Returns how many (0: out of memory).  With `depths`, every object comes
+ * marked free with its depth as a cache's objects are (free_mark.h): the
+ * last 1, the first the count - ready to be a whole cache.  Without,
+ * fresh objects carry no free mark (in the hardened build they do, and
+ * the chain comes shuffled either way). */
+unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bool depths, void **first, void **last);
+/* Mark every object of a chain free, with depths count ... 1 from the
+ * first on. */
+void pcm_chain_mark_depths(void *chain, unsigned count);
 /* obj, an object of one of h's spans, goes back to its span. */
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
 /* The same for every object of a chain linked by word 0 (NULL: none),
@@ -175,6 +181,8 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
  * other heaps' spans (an rseq cache holds any heap's) go onto their
  * owners' remote queues instead. */
 size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain);
+/* The same for the first n objects of chain only; the rest of it. */
+void *pcm_heap_return_first_locked(struct pcm_heap *h, void *chain, size_t n);
 /* Give back every span of h with no object out (after draining h's
  * remote queue) and decommit the free pages of h's segments; the bytes
  * given back to the OS.  Objects in per-CPU caches keep their spans. */
