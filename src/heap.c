@@ -390,6 +390,15 @@ size_t pcm_heap_trim_locked(struct pcm_heap *h)
     pcm_heap_drain_remote_locked(h);
     pcm_heap_release_empty_spans_locked(h);
     size_t released = 0;
+    /* Spans that still hold objects: the pages among them with none. */
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        for (struct pcm_span *span = h->bins[c].partial, *next; span; span = next) {
+            next = span->next;
+            released += pcm_span_trim_free_pages(pcm_segment_of((void *)span->start), span);
+            if (!span->free && span->carved == span->capacity)
+                list_remove(&h->bins[c], span);
+        }
+    }
     for (struct pcm_segment *s = h->segments; s; s = s->next)
         released += pcm_segment_decommit_free(s);
     return released;

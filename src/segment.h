@@ -154,6 +154,13 @@ size_t pcm_segment_decommit_free(struct pcm_segment *s);
  * entry for mostly free memory - measured in the README). */
 size_t pcm_segment_decay(struct pcm_segment *s);
 
+/* Decommit the pages of a span in use whose every carved object is on
+ * its free list; those objects, and any other free object touching such
+ * a page, leave the free list and stay out of use until the span is given
+ * back whole.  The bytes given back.  Caller holds the owner's lock
+ * (span_trim.c). */
+size_t pcm_span_trim_free_pages(struct pcm_segment *s, struct pcm_span *span);
+
 /* Give a span's pages back to its segment for other spans (they stay
  * committed: giving memory back to the OS after a delay is decay's job).
  * Caller holds the owner's lock; the span has no object outside it. */
