@@ -97,8 +97,7 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         span->first_offset = 0;
         span->class_plus1 = (uint16_t)(cls + 1);
         span->owner = (uint16_t)s->owner;
-        span->object_size = (uint32_t)pcm_class_size(cls);
-        span->size_reciprocal = (uint32_t)(0xffffffffu / span->object_size + 1);
+        pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
         span->capacity = pcm_class_span_objects(cls);
         span->start = (uintptr_t)s + (first << PCM_PAGE_SHIFT);
         span->used = 0;

@@ -53,7 +53,7 @@ struct pcm_span {
     uint16_t class_plus1;  /* 0: page not in a span (free, or the header) */
     uint16_t owner;        /* heap index */
     uint32_t object_size;
-    uint32_t size_reciprocal; /* ceil(2^32 / object_size): see pcm_span_index */
+    uint32_t size_inverse; /* of object_size's odd part, mod 2^32: see pcm_span_index */
     uint32_t capacity;
     /* owner's lock */
     uint32_t used;
@@ -63,7 +63,8 @@ struct pcm_span {
     uint32_t carved;       /* also read without the lock by free's check;
                               0 in every descriptor that starts no span */
     uint16_t pages;
-    uint16_t listed;
+    uint8_t listed;
+    uint8_t size_shift;    /* [published] object_size's trailing zero bits */
     void *free;
     struct pcm_span *prev, *next; /* the bin's partial list */
 };
@@ -111,16 +112,43 @@ static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
 }
 
 /*
- * The index of the object at byte `offset` of a span, without a division:
- * with r = ceil(2^32 / size) = 2^32 / size + e (0 <= e < 1), an offset
- * k * size gives k * 2^32 + k * size * e, and k * size < 2^20 (spans are at
- * most 1 MiB) keeps the second term below 2^32, so the top half is exactly
- * k.  Any other offset is caught by the caller's check index * size ==
- * offset.
+ * The index of the object at byte `offset` of a span, without a division,
+ * and a check in one: object_size = d * 2^k with d odd, and with i the
+ * inverse of d mod 2^32, rotating offset * i right by k gives
+ *   - offset / object_size exactly when object_size divides offset;
+ *   - otherwise a number above (2^32 - 1) / object_size, so above the index
+ *     of any object of the span (spans are at most 1 MiB: offsets below
+ *     2^20).
+ * Either the low k bits of offset are not all zero, and the odd i keeps
+ * them so and the rotation moves them to the top; or offset = y * 2^k with
+ * y not a multiple of d, and y * i mod 2^(32-k) then exceeds
+ * (2^(32-k) - 1) / d (the multiples of d below 2^(32-k) are exactly the
+ * numbers that multiplying by i maps to that range or below).  So "index <
+ * carved" alone says offset is an object cut from the span.
  */
 static inline uint32_t pcm_span_index(const struct pcm_span *span, uint32_t offset)
 {
-    return (uint32_t)(((uint64_t)offset * span->size_reciprocal) >> 32);
+    uint32_t x = offset * span->size_inverse;
+    unsigned k = span->size_shift;
+    return (x >> k) | (x << ((32u - k) & 31u));
+}
+
+/* The inverse mod 2^32 of odd d (Newton: each step doubles the correct low
+ * bits, and d is its own inverse mod 8). */
+static inline uint32_t pcm_odd_inverse(uint32_t d)
+{
+    uint32_t i = d;
+    for (int step = 0; step < 4; step++)
+        i *= 2u - d * i;
+    return i;
+}
+
+/* Set span's object size and what pcm_span_index needs of it. */
+static inline void pcm_span_set_size(struct pcm_span *span, uint32_t size)
+{
+    span->object_size = size;
+    span->size_shift = (uint8_t)__builtin_ctz(size);
+    span->size_inverse = pcm_odd_inverse(size >> span->size_shift);
 }
 
 /* A new segment for heap `owner`, registered in the segment map; NULL with
