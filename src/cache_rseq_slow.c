@@ -70,6 +70,25 @@ aborted:
     goto retry;
 }
 
+/* Push obj (another heap's, of a class below PCM_OUTGOING_CLASSES; word 2
+ * marked as for push_here) onto the outgoing list of class cls of the CPU
+ * the thread runs on, if it has room; OTHER_CPU: no CPU number. */
+static enum push_result push_outgoing(unsigned cls, void *obj)
+{
+    pcm_word_t mark = pcm_free_mark(obj);
+retry:
+    pcm_arch_rseq_push_here(pcm_rseq_outgoing_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu,
+                            full, aborted);
+    return PUSHED;
+no_cpu:
+    return OTHER_CPU;
+full:
+    return FULL;
+aborted:
+    pcm_rseq_count_abort();
+    goto retry;
+}
+
 /* An object from the cache of whatever CPU the thread runs on, or EMPTY. */
 static void *pop_any(unsigned cls)
 {
@@ -196,14 +215,54 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
     return obj;
 }
 
-static void *take_all_on(struct pcm_heap *h, unsigned cls)
+/* All of the list at slot0 (a cache's or an outgoing list's) of h's CPU,
+ * if the thread runs there; else NULL. */
+static void *take_all_on(struct pcm_heap *h, pcm_word_t *slot0)
 {
     for (;;) {
-        void *chain = pcm_arch_rseq_take_all(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_index(h));
+        void *chain = pcm_arch_rseq_take_all(slot0, pcm_cpu_rseq_offset, pcm_heap_index(h));
         if (chain != PCM_RSEQ_ABORTED)
             return chain;
         pcm_rseq_count_abort();
     }
+}
+
+/* Every object of chain (marked free, of any heaps' spans) onto its
+ * owner's remote queue: one push for all of an owner's objects. */
+static void send_home(void *chain)
+{
+    while (chain) {
+        unsigned owner = pcm_span_of(pcm_segment_of(chain), chain)->owner, n = 1;
+        void *first = chain, *last = chain, *rest = NULL, **rest_tail = &rest;
+        for (void *obj = *(void **)chain, *next; obj; obj = next) {
+            next = *(void **)obj;
+            if (pcm_span_of(pcm_segment_of(obj), obj)->owner == owner) {
+                *(void **)last = obj;
+                last = obj;
+                n++;
+            } else {
+                *rest_tail = obj;
+                rest_tail = (void **)obj;
+            }
+        }
+        *rest_tail = NULL;
+        pcm_remote_free_chain(&pcm_heaps[owner], first, last, n);
+        chain = rest;
+    }
+}
+
+/* The outgoing list of class cls on the thread's CPU was full when obj
+ * was freed (or its heap was never used: limits 0 until it is ready). */
+static void send_outgoing(unsigned cls, unsigned owner, void *obj)
+{
+    int cpu = pcm_rseq_cpu();
+    if (cpu >= 0) {
+        struct pcm_heap *h = &pcm_heaps[cpu];
+        pcm_heap_prepare(h);
+        /* (empty if the thread has left h's CPU since the push) */
+        send_home(take_all_on(h, pcm_rseq_outgoing_slot0(cls)));
+    }
+    pcm_remote_free(&pcm_heaps[owner], obj);
 }
 
 /* The cache of class cls on h's CPU was full when obj, of span, was
@@ -223,7 +282,7 @@ static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
      * counted from the bottom, stay right, so it goes back as it is, in
      * one section.  (The take is empty if the thread has left h's CPU
      * since the push found the cache full.) */
-    void *chain = pcm_heap_return_first_locked(h, take_all_on(h, cls), pcm_bin_shapes[cls].limit / 2);
+    void *chain = pcm_heap_return_first_locked(h, take_all_on(h, pcm_rseq_slot0(cls)), pcm_bin_shapes[cls].limit / 2);
     /* obj home: into its span if h owns it, else onto its owner's queue */
     if (span->owner == pcm_heap_index(h))
         pcm_heap_return_locked(h, obj);
@@ -236,14 +295,6 @@ static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
     pcm_decay_maybe();
 }
 
-/* Objects of this size and up freed on a CPU other than their owner's go
- * into that CPU's cache (percpu_rseq.h); smaller ones share cache lines
- * with their neighbours, which the owner's CPU hands to its own threads,
- * so caching them elsewhere would give two CPUs' threads one line to
- * write (the false sharing cache-scratch and cache-thrash measure): they
- * go home through the owner's remote queue at once. */
-#define FOREIGN_CACHED_MIN 128u
-
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
 {
     struct pcm_span *span = pcm_span_of(pcm_segment_of(obj), obj);
@@ -253,8 +304,15 @@ void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
         pcm_rseq_count_abort();
         result = push_on(&pcm_heaps[span->owner], cls, obj);
     }
-    if (result == OTHER_CPU && span->object_size >= FOREIGN_CACHED_MIN)
+    if (result == OTHER_CPU && cls >= PCM_OUTGOING_CLASSES) {
         result = push_here(cls, obj);
+    } else if (result == OTHER_CPU) {
+        result = push_outgoing(cls, obj);
+        if (result == FULL) {
+            send_outgoing(cls, span->owner, obj);
+            return;
+        }
+    }
     if (result == PUSHED)
         return;
     int cpu = pcm_rseq_cpu();
@@ -282,7 +340,9 @@ void pcm_heap_flush_caches_rseq(void)
         pcm_heap_lock(h);
         /* (a take is empty if the thread was moved off the CPU meanwhile) */
         for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-            pcm_heap_return_chain_locked(h, take_all_on(h, c));
+            pcm_heap_return_chain_locked(h, take_all_on(h, pcm_rseq_slot0(c)));
+        for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+            send_home(take_all_on(h, pcm_rseq_outgoing_slot0(c)));
         pcm_heap_unlock(h);
     }
     sched_setaffinity(0, sizeof saved, &saved);

@@ -87,6 +87,8 @@ void pcm_heap_prepare_slow(struct pcm_heap *h)
     if (!pcm_heap_is_ready(i)) {
         for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
             h->bins[c].limit = pcm_bin_shapes[c].limit;
+        for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+            h->outgoing[c].limit = PCM_OUTGOING_LIMIT;
         /* Only the lock's holder writes the bitmap, so load and store
          * suffice.  release: the limits above are visible to whoever sees
          * the bit (pcm_heap_is_ready's acquire). */

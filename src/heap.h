@@ -9,6 +9,9 @@
  *     heap's spans (on the rseq path, percpu_rseq.h: objects of 128 bytes
  *     and more from any heap's);
  *     lock-free pop and push, the whole fast path;
+ *   - outgoing[c] (rseq path only, percpu_rseq.h): objects of class c
+ *     below PCM_FOREIGN_CACHED_MIN bytes from other heaps' spans, freed on
+ *     this CPU; never handed out here, sent home a batch at a time;
  *   - remote (remote.h): objects of this heap's spans freed on other CPUs,
  *     a lock-free multi-producer stack that the heap drains whole;
  *   - everything else - bins[c].partial, the spans, the segments - is the
@@ -36,6 +39,19 @@
 #include "cpu.h"
 #include "segment.h"
 #include "sizeclass.h"
+
+/* Objects of this size and up freed on a CPU other than their owner's go
+ * into that CPU's cache on the rseq path (percpu_rseq.h); smaller ones
+ * share cache lines with their neighbours, which the owner's CPU hands to
+ * its own threads, so handing them out elsewhere would give two CPUs'
+ * threads one line to write (the false sharing cache-scratch and
+ * cache-thrash measure): they wait on the CPU's outgoing list of their
+ * class instead, and go home in a batch, one push per owner. */
+#define PCM_FOREIGN_CACHED_MIN 128u
+/* The classes below that size (16-byte steps: sizeclass.h). */
+#define PCM_OUTGOING_CLASSES (PCM_FOREIGN_CACHED_MIN / 16u - 1u)
+/* Objects an outgoing list holds before it is sent home. */
+#define PCM_OUTGOING_LIMIT 32u
 
 struct pcm_bin {
     volatile pcm_pair_t cache;
@@ -71,6 +87,7 @@ struct pcm_heap {
     struct pcm_segment *segments; /* lock */
     struct pcm_heap_stats stats;  /* lock */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: written once, by pcm_heap_prepare */
+    struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
 /* Page-aligned and a whole number of pages, so that a heap never shares a
  * page with another: making one heap ready commits none of its

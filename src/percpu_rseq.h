@@ -8,11 +8,15 @@
  * percpu_cache.h.  Unlike the CAS path's, it may hold objects of other
  * heaps' spans: an object of 128 bytes or more freed on a CPU other than
  * its owner's goes onto the cache of the CPU the thread runs on (the
- * free's slow half, cache_rseq_slow.c; smaller ones share cache lines and
- * go home at once), so a thread the scheduler moved, or a consumer
- * freeing what a producer made, pays no atomic.  Objects of other heaps
- * leave the cache when it overflows or is flushed, a run at a time, onto
- * their owners' remote queues (heap.h: pcm_heap_return_chain_locked).  Invariant of this path: that word is written only by a
+ * free's slow half, cache_rseq_slow.c; smaller ones share cache lines, so
+ * they go onto that CPU's outgoing list of their class instead - heap.h:
+ * a slot like the cache's that malloc never pops), so a thread the
+ * scheduler moved, or a consumer freeing what a producer made, pays no
+ * atomic per object.  Objects of other heaps leave the cache when it
+ * overflows or is flushed, a run at a time, and an outgoing list when it
+ * fills or is flushed, a push per owner, onto their owners' remote queues
+ * (heap.h: pcm_heap_return_chain_locked, remote.h).  Invariant of this
+ * path (outgoing slots alike): that word is written only by a
  * thread running on CPU n, inside one of the sections below (the kernel
  * aborts a section the thread leaves the CPU in), so each operation is
  * plain loads and one committing store - no lock prefix, no exclusive
@@ -77,6 +81,13 @@ _Static_assert(offsetof(struct rseq, cpu_id) == 4 && offsetof(struct rseq, rseq_
 static inline pcm_word_t *pcm_rseq_slot0(size_t cls)
 {
     return (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr;
+}
+
+/* The same for the outgoing lists (heap.h), which the same sections push
+ * and take: a bin of their own, the limit at the same offset. */
+static inline pcm_word_t *pcm_rseq_outgoing_slot0(size_t cls)
+{
+    return (pcm_word_t *)&pcm_heaps[0].outgoing[cls].cache.half.ptr;
 }
 
 /* Restarts seen by the C side of the sections (statistics, tests). */

@@ -7,9 +7,10 @@
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
  *     slot (the assembly found the right slot) and the next malloc there
  *     takes it back; a free on another CPU lands in that CPU's cache (no
- *     atomic) for objects of 128 bytes and up, and a flush of that cache
- *     sends it to the owner's remote queue; a smaller object goes to that
- *     queue at once;
+ *     atomic) for objects of 128 bytes and up, a smaller object on that
+ *     CPU's outgoing list of its class (where no malloc takes it), and a
+ *     flush of that CPU sends either to the owner's remote queue; the
+ *     outgoing classes are exactly those below 128 bytes;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
  *     unregister it) still allocates and frees correctly, without caching.
  * Threads are pinned with sched_setaffinity; with one allowed CPU the
@@ -83,6 +84,14 @@ static pcm_word_t slot_top(int cpu, unsigned cls)
 {
     return pcm_load_relaxed((volatile pcm_word_t *)((char *)pcm_rseq_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE));
 }
+
+static pcm_word_t outgoing_top(int cpu, unsigned cls)
+{
+    if (cls >= PCM_OUTGOING_CLASSES)
+        return 0;
+    return pcm_load_relaxed(
+        (volatile pcm_word_t *)((char *)pcm_rseq_outgoing_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE));
+}
 #endif
 
 PCM_TEST(rseq_free_lands_in_this_cpus_slot)
@@ -122,7 +131,7 @@ struct handoff {
     int cpu;
     void *p;
     unsigned cls;
-    pcm_word_t top_after_free, top_after_flush;
+    pcm_word_t top_after_free, top_after_flush, outgoing_after_free, outgoing_after_flush;
 };
 
 /* Free h->p on CPU h->cpu, note that CPU's cache top, then flush the
@@ -137,8 +146,10 @@ static void *free_on_cpu(void *arg)
         pcm_free(pcm_malloc(56));
         pcm_free(h->p);
         h->top_after_free = slot_top(h->cpu, h->cls);
+        h->outgoing_after_free = outgoing_top(h->cpu, h->cls);
         pcm_heap_flush_caches_rseq();
         h->top_after_flush = slot_top(h->cpu, h->cls);
+        h->outgoing_after_flush = outgoing_top(h->cpu, h->cls);
     } else {
         h->cpu = -1;
     }
@@ -147,9 +158,9 @@ static void *free_on_cpu(void *arg)
 #endif
 
 #ifdef PCM_ARCH_RSEQ
-/* Allocate `size` bytes on cpus[0], free them on cpus[1]: if `cached`,
- * the object must land on cpus[1]'s cache and reach its owner's remote
- * queue only at that cache's flush; else it must go there at once. */
+/* Allocate `size` bytes on cpus[0], free them on cpus[1]: the object
+ * must land on cpus[1]'s cache if `cached`, else on its outgoing list, and
+ * reach its owner's remote queue only at that CPU's flush. */
 static void free_elsewhere(const int cpus[2], size_t size, bool cached)
 {
     PCM_REQUIRE(pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
@@ -157,26 +168,117 @@ static void free_elsewhere(const int cpus[2], size_t size, bool cached)
     PCM_REQUIRE(p, "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
     pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
-    struct handoff h = {cpus[1], p, pcm_size_class(size), 0, 0};
+    struct handoff h = {cpus[1], p, pcm_size_class(size), 0, 0, 0, 0};
     pthread_t t;
     PCM_REQUIRE(pthread_create(&t, NULL, free_on_cpu, &h) == 0, "pthread_create failed");
     pthread_join(t, NULL);
     PCM_REQUIRE(h.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
     if (owner == (unsigned)cpus[1])
         return; /* (a busy heap lock sent the refill elsewhere) */
-    if (cached)
+    if (cached) {
         PCM_CHECK(h.top_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its cache top is %p", size, p,
                   cpus[1], (void *)h.top_after_free);
-    else
+    } else {
         PCM_CHECK(h.top_after_free != (pcm_word_t)p, "%zu bytes: %p, heap %u's, cached on CPU %d", size, p, owner,
                   cpus[1]);
-    PCM_CHECK(h.top_after_flush != (pcm_word_t)p, "%p still cached on CPU %d after its flush", p, cpus[1]);
+        PCM_CHECK(h.outgoing_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its outgoing top is %p",
+                  size, p, cpus[1], (void *)h.outgoing_after_free);
+    }
+    PCM_CHECK(h.top_after_flush != (pcm_word_t)p && h.outgoing_after_flush != (pcm_word_t)p,
+              "%p still on CPU %d after its flush", p, cpus[1]);
     /* Nothing else runs: no drain can have taken it meanwhile. */
     pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
     PCM_CHECK(remote == (pcm_word_t)p, "%zu bytes freed on CPU %d: %p is not on top of heap %u's remote queue (%p)",
               size, cpus[1], p, owner, (void *)remote);
     PCM_CHECK(*(pcm_word_t *)p == remote_before, "%p on heap %u's remote queue links to %p, not the old top %p", p,
               owner, (void *)*(pcm_word_t *)p, (void *)remote_before);
+}
+#endif
+
+#ifdef PCM_ARCH_RSEQ
+#define BATCH (2 * PCM_OUTGOING_LIMIT)
+
+struct batch_handoff {
+    int cpu;
+    void *p[BATCH];
+    pcm_word_t outgoing_after_free;
+};
+
+static void *free_batch_on_cpu(void *arg)
+{
+    struct batch_handoff *b = arg;
+    if (pin(b->cpu)) {
+        pcm_free(pcm_malloc(56)); /* the heap made ready (free_on_cpu) */
+        for (unsigned i = 0; i < BATCH; i++)
+            pcm_free(b->p[i]);
+        b->outgoing_after_free = outgoing_top(b->cpu, pcm_size_class(56));
+    } else {
+        b->cpu = -1;
+    }
+    return NULL;
+}
+
+/* Whether p is one of the n objects of chain, counting them in *seen. */
+static bool chain_holds(pcm_word_t chain, void *const *p, unsigned n, unsigned *seen)
+{
+    *seen = 0;
+    for (pcm_word_t obj = chain; obj && *seen <= BATCH; obj = *(pcm_word_t *)obj, ++*seen) {
+        bool found = false;
+        for (unsigned i = 0; i < n && !found; i++)
+            found = (pcm_word_t)p[i] == obj;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* BATCH small objects of one heap freed on another CPU: the first
+ * PCM_OUTGOING_LIMIT fill its outgoing list, the next free sends them
+ * home in one push and itself after them, the rest wait. */
+static void free_batch_elsewhere(const int cpus[2])
+{
+    PCM_REQUIRE(pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    struct batch_handoff b = {cpus[1], {0}, 0};
+    for (unsigned i = 0; i < BATCH; i++)
+        PCM_REQUIRE(b.p[i] = pcm_malloc(56), "malloc failed");
+    unsigned owner = pcm_span_of(pcm_segment_of(b.p[0]), b.p[0])->owner;
+    for (unsigned i = 1; i < BATCH; i++)
+        if (pcm_span_of(pcm_segment_of(b.p[i]), b.p[i])->owner != owner)
+            return; /* (a busy heap lock sent a refill elsewhere) */
+    pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    pthread_t t;
+    PCM_REQUIRE(pthread_create(&t, NULL, free_batch_on_cpu, &b) == 0, "pthread_create failed");
+    pthread_join(t, NULL);
+    PCM_REQUIRE(b.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
+    if (owner == (unsigned)cpus[1])
+        return;
+    unsigned sent = PCM_OUTGOING_LIMIT + 1, seen;
+    pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    PCM_CHECK(remote == (pcm_word_t)b.p[PCM_OUTGOING_LIMIT], "heap %u's remote top is %p, not the object freed "
+              "when the outgoing list was full (%p)", owner, (void *)remote, b.p[PCM_OUTGOING_LIMIT]);
+    /* Below it the batch, then what was there before. */
+    pcm_word_t after = *(pcm_word_t *)remote;
+    for (unsigned n = 0; n < PCM_OUTGOING_LIMIT && after; n++)
+        after = *(pcm_word_t *)after;
+    PCM_CHECK(after == remote_before, "heap %u's remote queue: the batch does not end on the old top", owner);
+    /* The batch as a set: cut off the older queue for the walk. */
+    pcm_word_t last = remote;
+    for (unsigned n = 0; n < PCM_OUTGOING_LIMIT; n++)
+        last = *(pcm_word_t *)last;
+    pcm_word_t older = *(pcm_word_t *)last;
+    *(pcm_word_t *)last = 0;
+    PCM_CHECK(chain_holds(remote, b.p, sent, &seen) && seen == sent, "heap %u's remote queue holds %u objects that "
+              "are not the first %u freed", owner, seen, sent);
+    *(pcm_word_t *)last = older;
+    PCM_CHECK(chain_holds(b.outgoing_after_free, b.p + sent, BATCH - sent, &seen) && seen == BATCH - sent,
+              "CPU %d's outgoing list holds %u objects, not the last %u freed", cpus[1], seen, BATCH - sent);
+    /* The rest go home with CPU cpus[1]'s flush (malloc_trim). */
+    PCM_REQUIRE(pin(cpus[1]), "cannot pin to CPU %d", cpus[1]);
+    pcm_heap_flush_caches_rseq();
+    PCM_CHECK(outgoing_top(cpus[1], pcm_size_class(56)) == 0, "CPU %d's outgoing list not empty after its flush",
+              cpus[1]);
+    pcm_test_printf("  %u objects of heap %u freed on CPU %d: %u went home together, %u waited for the flush\n",
+                    BATCH, owner, cpus[1], sent, BATCH - sent);
 }
 #endif
 
@@ -193,7 +295,11 @@ PCM_TEST(rseq_free_on_another_cpu_caches_large_enough_objects_there)
     cpu_set_t saved;
     sched_getaffinity(0, sizeof saved, &saved);
     free_elsewhere(cpus, 200, true); /* 128 bytes and up: cached where freed */
-    free_elsewhere(cpus, 56, false); /* smaller: would share lines, goes home */
+    free_elsewhere(cpus, 56, false); /* smaller: would share lines, waits to go home */
+    free_batch_elsewhere(cpus);
+    PCM_CHECK(pcm_class_size(PCM_OUTGOING_CLASSES - 1) < PCM_FOREIGN_CACHED_MIN &&
+                  pcm_class_size(PCM_OUTGOING_CLASSES) >= PCM_FOREIGN_CACHED_MIN,
+              "the outgoing classes are not those below %u bytes", PCM_FOREIGN_CACHED_MIN);
     restore_affinity(&saved);
 #endif
 }
