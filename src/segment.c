@@ -31,6 +31,77 @@ static void mark_pages(struct pcm_segment *s, size_t first, size_t count, bool u
     }
 }
 
+/* ---- header pages of descriptors ---- */
+
+_Static_assert(HEADER_PAGES <= PCM_WORD_BITS, "a bit of descriptors_gone per header page");
+
+/* Header page k's descriptors: [*first, *last].  False if the page holds
+ * anything else (the segment's fields and bitmaps, or what follows the
+ * descriptors). */
+static bool descriptor_page(size_t k, size_t *first, size_t *last)
+{
+    size_t from = k << PCM_PAGE_SHIFT, to = from + PCM_PAGE_SIZE;
+    size_t begin = offsetof(struct pcm_segment, span), end = begin + sizeof(((struct pcm_segment *)0)->span);
+    if (from < begin || to > end)
+        return false;
+    *first = (from - begin) / sizeof(struct pcm_span);
+    *last = (to - 1 - begin) / sizeof(struct pcm_span);
+    return true;
+}
+
+/* (A word of the bitmap at a time where it can: decay runs this over
+ * every segment at each tick.) */
+static bool pages_free(const struct pcm_segment *s, size_t first, size_t last)
+{
+    for (size_t page = first; page <= last;) {
+        if (page % PCM_WORD_BITS == 0 && page + PCM_WORD_BITS - 1 <= last) {
+            if (s->page_used[page / PCM_WORD_BITS])
+                return false;
+            page += PCM_WORD_BITS;
+        } else if (page_is_used(s, page++)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Decommit the header pages of s whose descriptors all describe free
+ * pages; the bytes given back. */
+static size_t decommit_idle_descriptors(struct pcm_segment *s)
+{
+    size_t released = 0, first, last;
+    for (size_t k = 1; k < s->header_pages; k++) {
+        pcm_word_t bit = (pcm_word_t)1 << k;
+        if ((s->descriptors_gone & bit) || !descriptor_page(k, &first, &last) || !pages_free(s, first, last))
+            continue;
+        if (!pcm_os_decommit((char *)s + (k << PCM_PAGE_SHIFT), PCM_PAGE_SIZE))
+            continue; /* still there, still counted */
+        s->descriptors_gone |= bit;
+        released += PCM_PAGE_SIZE;
+    }
+    if (released)
+        pcm_stats_decommitted(released);
+    return released;
+}
+
+/* Descriptors [first, last] are about to be written: their header pages
+ * come back (the write faults them in) and count as committed again. */
+static void descriptors_back(struct pcm_segment *s, size_t first, size_t last)
+{
+    if (!s->descriptors_gone)
+        return;
+    size_t begin = offsetof(struct pcm_segment, span);
+    size_t k_first = (begin + first * sizeof(struct pcm_span)) >> PCM_PAGE_SHIFT;
+    size_t k_last = (begin + (last + 1) * sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT;
+    for (size_t k = k_first; k <= k_last; k++) {
+        pcm_word_t bit = (pcm_word_t)1 << k;
+        if (s->descriptors_gone & bit) {
+            s->descriptors_gone &= ~bit;
+            pcm_stats_committed(PCM_PAGE_SIZE);
+        }
+    }
+}
+
 struct pcm_segment *pcm_segment_create(unsigned owner)
 {
     struct pcm_segment *s = pcm_os_map_aligned(PCM_SEGMENT_SIZE, PCM_SEGMENT_SIZE);
@@ -87,6 +158,7 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         if (++run < pages)
             continue;
         size_t first = page + 1 - pages;
+        descriptors_back(s, first, first + pages - 1);
         mark_pages(s, first, pages, true);
         s->free_pages -= pages;
         struct pcm_span *span = &s->span[first];
@@ -190,12 +262,12 @@ static size_t decommit_where(struct pcm_segment *s, bool stale)
 
 size_t pcm_segment_decommit_free(struct pcm_segment *s)
 {
-    return decommit_where(s, false);
+    return decommit_where(s, false) + decommit_idle_descriptors(s);
 }
 
 size_t pcm_segment_decay(struct pcm_segment *s)
 {
-    size_t released = decommit_where(s, true);
+    size_t released = decommit_where(s, true) + decommit_idle_descriptors(s);
     for (size_t w = 0; w < PCM_SEGMENT_PAGES / PCM_WORD_BITS; w++)
         s->page_was_free[w] = ~s->page_used[w] & s->page_touched[w];
     return released;

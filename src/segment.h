@@ -9,6 +9,9 @@
  * pointer -> span is: segment = p & ~(SEGMENT_SIZE - 1), page index, one
  * subtraction.  Segments are never unmapped (only decommitted): a stale
  * read by a concurrent lock-free pop of memory in them must never fault.
+ * A header page holding only descriptors of free pages is decommitted too
+ * once they are free: zeroes are what a descriptor of a free page holds
+ * where free's check reads it (class_plus1, first_offset, carved).
  *
  * Who writes what:
  *   - everything in a segment header and a span descriptor is written only
@@ -85,6 +88,10 @@ struct pcm_segment {
     pcm_word_t page_touched[PCM_SEGMENT_PAGES / PCM_WORD_BITS]; /* objects were ever cut there */
     /* Free and touched at the last decay tick (pcm_segment_decay). */
     pcm_word_t page_was_free[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
+    /* Header pages of span descriptors given back to the OS: every page
+     * they describe was free (pcm_segment_decommit_free, _decay).  Read
+     * as zeroes - "in no span" - until a span is cut there again. */
+    pcm_word_t descriptors_gone;
     struct pcm_span span[PCM_SEGMENT_PAGES];
 #ifdef PCM_HARDENED
     /* One bit per 16-byte unit of the segment.  Invariant: an object's bit
@@ -165,7 +172,8 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
 void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end);
 
 /* Give back to the OS every page of s in no span that objects were ever
- * written on, and forget it was touched; the bytes given back.  The pages
+ * written on, and forget it was touched, and every header page that
+ * describes only pages in no span; the bytes given back.  The pages
  * stay mapped (reading them gives zeros), so a stale read of a CAS pop
  * still cannot fault.  Caller holds the owner's lock. */
 size_t pcm_segment_decommit_free(struct pcm_segment *s);

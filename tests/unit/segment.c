@@ -3,13 +3,20 @@
  * check rests on: pcm_span_index must give every object's index exactly,
  * and for every other offset in a span an index no object of the span has,
  * so that "index < carved" alone accepts exactly the objects cut.  Checked
- * for every class at every byte offset of its span.  Calls nothing from
- * the C library (runs freestanding too).
+ * for every class at every byte offset of its span.  And the header
+ * pages of descriptors: given back once every page they describe is free,
+ * read as "in no span" while gone, back when a span is cut there.
  */
 #include "harness.h"
 
+#include "pcmalloc.h"
+
 #include "segment.h"
 #include "sizeclass.h"
+
+#include <stddef.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 PCM_TEST(segment_odd_inverse)
 {
@@ -35,4 +42,82 @@ PCM_TEST(segment_span_index_every_offset)
         }
         PCM_CHECK(wrong == 0, "class %u (%u bytes): %u offsets of %u wrong", cls, size, wrong, bytes);
     }
+}
+
+/* Which of s's header pages mincore finds resident, a bit each. */
+static pcm_word_t resident_header(const struct pcm_segment *s)
+{
+    unsigned char vec[PCM_WORD_BITS];
+    pcm_word_t bits = 0;
+    if (mincore((void *)s, (size_t)s->header_pages * PCM_PAGE_SIZE, vec) != 0)
+        return ~(pcm_word_t)0;
+    for (unsigned k = 0; k < s->header_pages; k++)
+        bits |= (pcm_word_t)(vec[k] & 1) << k;
+    return bits;
+}
+
+PCM_TEST(segment_header_pages_of_free_pages_go_back)
+{
+    pcm_free(pcm_malloc(1)); /* start-up */
+    if ((size_t)sysconf(_SC_PAGESIZE) != PCM_PAGE_SIZE) {
+        pcm_test_printf("  pages are not of %zu bytes: skipped\n", (size_t)PCM_PAGE_SIZE);
+        return;
+    }
+    /* A segment of its own, in no heap's list: no one else touches it. */
+    struct pcm_segment *s = pcm_segment_create(0);
+    PCM_REQUIRE(s, "no segment");
+    size_t begin = offsetof(struct pcm_segment, span), end = begin + sizeof s->span;
+    pcm_word_t pure = 0; /* header pages holding descriptors only */
+    for (unsigned k = 1; k < s->header_pages; k++)
+        if (((size_t)k << PCM_PAGE_SHIFT) >= begin && ((size_t)(k + 1) << PCM_PAGE_SHIFT) <= end)
+            pure |= (pcm_word_t)1 << k;
+    PCM_REQUIRE(pure, "no header page holds descriptors only");
+
+    /* Every page but the header free: every pure descriptor page goes. */
+    size_t released = pcm_segment_decommit_free(s);
+    PCM_CHECK(s->descriptors_gone == pure, "gone %#lx, descriptor pages %#lx", (unsigned long)s->descriptors_gone,
+              (unsigned long)pure);
+    PCM_CHECK(released >= (size_t)__builtin_popcountl((unsigned long)pure) * PCM_PAGE_SIZE, "released %zu bytes",
+              released);
+    pcm_word_t resident = resident_header(s);
+    bool visible = resident != ~(pcm_word_t)0 && !(resident & pure);
+    if (!visible)
+        pcm_test_printf("  mincore still sees the pages (resident %#lx): residency not checked\n",
+                        (unsigned long)resident);
+    PCM_CHECK(resident & 1, "header page 0 (the segment's fields) not resident");
+
+    /* A free page whose descriptor is gone reads as in no span. */
+    char *far = (char *)s + (PCM_SEGMENT_PAGES - 2) * PCM_PAGE_SIZE;
+    struct pcm_span *none = pcm_span_of(s, far);
+    PCM_CHECK(none->class_plus1 == 0 && none->carved == 0 && none->first_offset == 0,
+              "a gone descriptor reads class %u carved %u offset %u", none->class_plus1, none->carved,
+              none->first_offset);
+
+    /* A span cut there brings its descriptors' pages back, and they say so. */
+    unsigned cls = PCM_CLASS_COUNT - 1, pages = (unsigned)pcm_class_span_pages(cls);
+    struct pcm_span *span = pcm_segment_span_create(s, cls, pages);
+    PCM_REQUIRE(span, "no span of %u pages", pages);
+    size_t first = (size_t)(span - s->span), last = first + pages - 1;
+    unsigned k_first = (unsigned)((begin + first * sizeof *span) >> PCM_PAGE_SHIFT);
+    unsigned k_last = (unsigned)((begin + (last + 1) * sizeof *span - 1) >> PCM_PAGE_SHIFT);
+    for (unsigned k = k_first; k <= k_last; k++)
+        PCM_CHECK(!(s->descriptors_gone >> k & 1), "header page %u still gone under a span", k);
+    for (size_t page = first; page <= last; page++) {
+        char *p = (char *)s + page * PCM_PAGE_SIZE;
+        PCM_CHECK(pcm_span_of(s, p) == span, "page %zu: its descriptor does not lead to its span", page);
+    }
+    PCM_CHECK(span->class_plus1 == cls + 1 && span->pages == pages, "the span's descriptor reads class %u, %u pages",
+              span->class_plus1, span->pages);
+    PCM_CHECK(pcm_span_of(s, far)->class_plus1 == 0, "a page beyond the span is in one");
+
+    /* Released, the span's descriptor pages go again at the next decommit. */
+    pcm_segment_span_release(s, span);
+    pcm_segment_decommit_free(s);
+    PCM_CHECK(s->descriptors_gone == pure, "after the release: gone %#lx, descriptor pages %#lx",
+              (unsigned long)s->descriptors_gone, (unsigned long)pure);
+    if (visible)
+        PCM_CHECK(!(resident_header(s) & pure), "descriptor pages resident after the release: %#lx",
+                  (unsigned long)(resident_header(s) & pure));
+    pcm_test_printf("  %u header pages, %d of them descriptors only, all given back with the segment free\n",
+                    s->header_pages, __builtin_popcountl((unsigned long)pure));
 }
