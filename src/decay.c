@@ -42,6 +42,8 @@ void pcm_decay_maybe(void)
         pcm_heap_drain_remote_locked(h);
         /* A bin's last empty span too: once a period costs nothing. */
         pcm_heap_release_empty_spans_locked(h);
+        /* Spans still in use, idle since the last tick: their free pages. */
+        pcm_heap_decay_spans_locked(h);
         for (struct pcm_segment *s = h->segments; s; s = s->next)
             pcm_segment_decay(s);
         pcm_heap_unlock(h);

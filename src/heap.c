@@ -205,6 +205,8 @@ static void span_returned_locked(struct pcm_heap *h, struct pcm_segment *s, stru
 {
     unsigned cls = span->class_plus1 - 1u;
     struct pcm_bin *bin = &h->bins[cls];
+    span->active = 1;
+    span->trimmed = 0;
     span->used -= n;
     h->stats.returned[cls] += n;
     if (!span->listed)
@@ -315,6 +317,8 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
             list_add(bin, span);
         }
         unsigned before = count;
+        span->active = 1;
+        span->trimmed = 0;
         /* Objects given back to the span first (their pages are warm)... */
         for (pcm_word_t *obj; count < want && (obj = span->free) != NULL; count++) {
             span->free = pcm_link_next(obj, obj[0]);
@@ -387,20 +391,39 @@ void pcm_heap_release_empty_spans_locked(struct pcm_heap *h)
     }
 }
 
-size_t pcm_heap_trim_locked(struct pcm_heap *h)
+/* Give back the free pages of h's partial spans - of all of them, or
+ * (idle_only) of those neither cut from nor given objects since the last
+ * call and not trimmed since; every span's activity starts afresh. */
+static size_t trim_spans_locked(struct pcm_heap *h, bool idle_only)
 {
-    pcm_heap_drain_remote_locked(h);
-    pcm_heap_release_empty_spans_locked(h);
     size_t released = 0;
-    /* Spans that still hold objects: the pages among them with none. */
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         for (struct pcm_span *span = h->bins[c].partial, *next; span; span = next) {
             next = span->next;
+            bool idle = !span->active && !span->trimmed;
+            span->active = 0;
+            if (idle_only && !idle)
+                continue;
             released += pcm_span_trim_free_pages(pcm_segment_of((void *)span->start), span);
+            span->trimmed = 1;
             if (!span->free && span->carved == span->capacity)
                 list_remove(&h->bins[c], span);
         }
     }
+    return released;
+}
+
+size_t pcm_heap_decay_spans_locked(struct pcm_heap *h)
+{
+    return trim_spans_locked(h, true);
+}
+
+size_t pcm_heap_trim_locked(struct pcm_heap *h)
+{
+    pcm_heap_drain_remote_locked(h);
+    pcm_heap_release_empty_spans_locked(h);
+    /* Spans that still hold objects: the pages among them with none. */
+    size_t released = trim_spans_locked(h, false);
     for (struct pcm_segment *s = h->segments; s; s = s->next)
         released += pcm_segment_decommit_free(s);
     return released;

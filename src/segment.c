@@ -175,7 +175,7 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         span->used = 0;
         span->carved = 0;
         span->pages = (uint16_t)pages;
-        span->listed = 0;
+        span->listed = span->active = span->trimmed = 0;
         span->free = NULL;
         span->prev = span->next = NULL;
         pcm_hardened_span_created(span);

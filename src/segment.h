@@ -66,7 +66,9 @@ struct pcm_span {
     uint32_t carved;       /* also read without the lock by free's check;
                               0 in every descriptor that starts no span */
     uint16_t pages;
-    uint8_t listed;
+    uint8_t listed : 1;    /* on its class's partial list */
+    uint8_t active : 1;    /* objects cut from it or back since the last decay tick */
+    uint8_t trimmed : 1;   /* its free pages given back since it was last active */
     uint8_t size_shift;    /* [published] object_size's trailing zero bits */
     void *free;
     struct pcm_span *prev, *next; /* the bin's partial list */

@@ -39,13 +39,16 @@
 
 #include "pcmalloc.h"
 
+#include "hardening.h"
 #include "heap.h"
+#include "init.h"
 #include "segment.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OBJECTS (sizeof(void *) == 8 ? 500000ul : 250000ul)
@@ -118,7 +121,45 @@ static unsigned char fill_byte(size_t index)
     return (unsigned char)(index * 167 + 13);
 }
 
-static void fragmentation(unsigned keep)
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t))
+        ;
+}
+
+/* Frees enough 1 KiB objects (a class the workload does not use) to
+ * overflow this CPU's cache: a flush, which runs a decay tick when one is
+ * due. */
+static void burst_of_frees(void)
+{
+    enum { BURST = 256 };
+    void *objects[BURST];
+    for (unsigned i = 0; i < BURST; i++)
+        objects[i] = pcm_malloc(1024);
+    for (unsigned i = 0; i < BURST; i++)
+        pcm_free(objects[i]);
+}
+
+/* Appends to pages[*n] the page of every object waiting in any cache or
+ * outgoing list of every ready heap (nothing else allocates meanwhile:
+ * one thread). */
+static void cached_pages(uintptr_t *pages, size_t *n, size_t room)
+{
+    for (unsigned h = 0; h < pcm_heap_count; h++) {
+        if (!pcm_heap_is_ready(h))
+            continue;
+        struct pcm_bin *bins[2] = {pcm_heaps[h].bins, pcm_heaps[h].outgoing};
+        unsigned counts[2] = {PCM_CLASS_COUNT, PCM_OUTGOING_CLASSES};
+        for (unsigned b = 0; b < 2; b++)
+            for (unsigned c = 0; c < counts[b]; c++)
+                for (void *obj = (void *)bins[b][c].cache.half.ptr; obj && *n < room;
+                     obj = pcm_link_next(obj, *(pcm_word_t *)obj))
+                    pages[(*n)++] = (uintptr_t)obj / PCM_PAGE_SIZE;
+    }
+}
+
+static void fragmentation(unsigned keep, bool by_decay)
 {
     if ((size_t)sysconf(_SC_PAGESIZE) != PCM_PAGE_SIZE) {
         pcm_test_printf("  pages of %ld bytes, not %lu: the page-by-page reading does not apply; skipped\n",
@@ -128,13 +169,15 @@ static void fragmentation(unsigned keep)
     uint64_t seed = pcm_test_seed() ^ keep, rng = seed | 1;
     size_t objects = (size_t)pcm_test_scale(OBJECTS);
     size_t most_kept = objects / keep + 1;
-    size_t array_bytes = objects * sizeof(void *) + most_kept * (2 * sizeof(size_t) + 3 * sizeof(uintptr_t));
+    size_t cache_room = (size_t)pcm_heap_count * (PCM_CLASS_COUNT + PCM_OUTGOING_CLASSES) * 1024;
+    size_t array_bytes = objects * sizeof(void *) + most_kept * (2 * sizeof(size_t) + 3 * sizeof(uintptr_t)) +
+                         cache_room * sizeof(uintptr_t);
     char *arrays = pcm_test_shared_alloc(array_bytes);
     PCM_REQUIRE(arrays, "cannot map %lu bytes of arrays", (unsigned long)array_bytes);
     memset(arrays, 0, array_bytes); /* resident before the baseline */
     unsigned char **all = (unsigned char **)arrays;
     size_t *kept_index = (size_t *)(all + objects), *kept_size = kept_index + most_kept;
-    uintptr_t *on = (uintptr_t *)(kept_size + most_kept), *pages = on + 2 * most_kept;
+    uintptr_t *pages = (uintptr_t *)(kept_size + most_kept), *on = pages + most_kept; /* on: 2 * most_kept + cache_room */
 
     pcm_malloc_trim(0); /* what an earlier test left is not counted */
     size_t before = pcm_test_resident_bytes(), kept = 0, live = 0;
@@ -157,18 +200,36 @@ static void fragmentation(unsigned keep)
         else
             pcm_free(all[i]);
     }
-    pcm_malloc_trim(0);
+    if (by_decay) {
+        /* No trim: three decay periods (of 100 ms) pass, each ended by a
+         * burst of frees - a span must stay idle for a whole one. */
+        unsigned saved_delay = pcm_opts.purge_delay_ms;
+        pcm_opts.purge_delay_ms = 100;
+        for (int tick = 0; tick < 3; tick++) {
+            sleep_ms(150);
+            burst_of_frees();
+        }
+        pcm_opts.purge_delay_ms = saved_delay;
+    } else {
+        pcm_malloc_trim(0);
+    }
     size_t after = growth(before);
 
     /* The bound: pages a kept object lies on (objects of at most 512
-     * bytes: one or two pages each), segment headers. */
+     * bytes: one or two pages each) or one waiting in a cache (none after
+     * a trim; 1 KiB ones, the bursts', lie on at most two), segment
+     * headers. */
     for (size_t k = 0; k < kept; k++) {
         uintptr_t p = (uintptr_t)all[kept_index[k]];
         on[2 * k] = p / PCM_PAGE_SIZE;
         on[2 * k + 1] = (p + kept_size[k] - 1) / PCM_PAGE_SIZE;
         pages[k] = p >> 12; /* its first page: the floor is a lower bound */
     }
-    size_t kept_pages = distinct(on, 2 * kept) * PCM_PAGE_SIZE;
+    size_t in_use = 2 * kept, cached_from = in_use;
+    cached_pages(on, &in_use, 2 * kept + cache_room / 2);
+    for (size_t i = cached_from, end = in_use; i < end && in_use < 2 * kept + cache_room; i++)
+        on[in_use++] = on[i] + 1; /* (over-counts by a page where an object does not cross one) */
+    size_t kept_pages = distinct(on, in_use) * PCM_PAGE_SIZE;
     size_t headers = 0, committed = 0, unwritten = 0, segments = 0;
     for (unsigned h = 0; h < pcm_heap_count; h++) {
         if (!pcm_heap_is_ready(h))
@@ -183,16 +244,17 @@ static void fragmentation(unsigned keep)
     bool thp_always = huge_pages_always();
     size_t floor = distinct(pages, kept) * 4096;
     size_t bound = kept_pages + headers + MARGIN;
+    const char *how = by_decay ? "decay" : "malloc_trim";
     pcm_test_printf("  1 in %u kept: %lu objects, live %lu KiB; resident set growth at the peak %lu KiB, after the "
-                    "free and malloc_trim %lu KiB = %lu.%02lu x live; written and resident in %lu segments %lu KiB, "
-                    "bound %lu KiB (pages a kept object lies on %lu KiB, headers %lu KiB); resident but never written "
-                    "%lu KiB (transparent huge pages: %s); pages where a kept object starts %lu KiB\n",
-                    keep, (unsigned long)objects, KIB(live), KIB(peak), KIB(after),
+                    "free and %s %lu KiB = %lu.%02lu x live; written and resident in %lu segments %lu KiB, "
+                    "bound %lu KiB (pages a kept or cached object lies on %lu KiB, headers %lu KiB); resident but "
+                    "never written %lu KiB (transparent huge pages: %s); pages where a kept object starts %lu KiB\n",
+                    keep, (unsigned long)objects, KIB(live), KIB(peak), how, KIB(after),
                     (unsigned long)(after / (live ? live : 1)), (unsigned long)(after * 100 / (live ? live : 1) % 100),
                     (unsigned long)segments, KIB(committed), KIB(bound), KIB(kept_pages), KIB(headers),
                     KIB(unwritten), thp_always ? "always" : "not always", KIB(floor));
-    PCM_CHECK(committed <= bound, "1 in %u kept: %lu KiB written and resident in segments after malloc_trim, above "
-              "the bound %lu KiB", keep, KIB(committed), KIB(bound));
+    PCM_CHECK(committed <= bound, "1 in %u kept: %lu KiB written and resident in segments after %s, above the bound "
+              "%lu KiB", keep, KIB(committed), how, KIB(bound));
     PCM_CHECK(thp_always || unwritten <= MARGIN, "1 in %u kept: %lu KiB resident in segments that pcmalloc never wrote",
               keep, KIB(unwritten));
     PCM_CHECK(committed > 0, "mincore found nothing resident in the segments");
@@ -212,10 +274,15 @@ static void fragmentation(unsigned keep)
 
 PCM_TEST(fragmentation_keep_1_in_100)
 {
-    fragmentation(100);
+    fragmentation(100, false);
+}
+
+PCM_TEST(fragmentation_keep_1_in_100_decay)
+{
+    fragmentation(100, true);
 }
 
 PCM_TEST(fragmentation_keep_1_in_10)
 {
-    fragmentation(10);
+    fragmentation(10, false);
 }
