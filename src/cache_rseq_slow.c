@@ -51,34 +51,14 @@ aborted:
 }
 
 /* Push obj (of any heap's spans; on 32-bit builds its word 2 already
- * marked by the free's fast path) onto the cache of class cls of the CPU
- * the thread runs on, if it has room; OTHER_CPU: the thread has no CPU
- * number. */
-static enum push_result push_here(unsigned cls, void *obj)
+ * marked by the free's fast path) onto the list at slot0 - a cache, or an
+ * outgoing list (heap.h) - of the CPU the thread runs on, if it has room;
+ * OTHER_CPU: the thread has no CPU number. */
+static enum push_result push_here(pcm_word_t *slot0, void *obj)
 {
     pcm_word_t mark = pcm_free_mark(obj);
 retry:
-    pcm_arch_rseq_push_here(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu, full,
-                            aborted);
-    return PUSHED;
-no_cpu:
-    return OTHER_CPU;
-full:
-    return FULL;
-aborted:
-    pcm_rseq_count_abort();
-    goto retry;
-}
-
-/* Push obj (another heap's, of a class below PCM_OUTGOING_CLASSES; word 2
- * marked as for push_here) onto the outgoing list of class cls of the CPU
- * the thread runs on, if it has room; OTHER_CPU: no CPU number. */
-static enum push_result push_outgoing(unsigned cls, void *obj)
-{
-    pcm_word_t mark = pcm_free_mark(obj);
-retry:
-    pcm_arch_rseq_push_here(pcm_rseq_outgoing_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu,
-                            full, aborted);
+    pcm_arch_rseq_push_here(slot0, pcm_cpu_rseq_offset, &pcm_heap_count, obj, mark, no_cpu, full, aborted);
     return PUSHED;
 no_cpu:
     return OTHER_CPU;
@@ -305,9 +285,9 @@ void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
         result = push_on(&pcm_heaps[span->owner], cls, obj);
     }
     if (result == OTHER_CPU && cls >= PCM_OUTGOING_CLASSES) {
-        result = push_here(cls, obj);
+        result = push_here(pcm_rseq_slot0(cls), obj);
     } else if (result == OTHER_CPU) {
-        result = push_outgoing(cls, obj);
+        result = push_here(pcm_rseq_outgoing_slot0(cls), obj);
         if (result == FULL) {
             send_outgoing(cls, span->owner, obj);
             return;
