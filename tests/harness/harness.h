@@ -114,6 +114,12 @@ struct pcm_test_child {
  * stderr captured - and exit with its return value. */
 struct pcm_test_child pcm_test_run_child(int (*child)(void *arg), void *arg, unsigned watchdog_s);
 
+/* Up to size - 1 bytes of the file at path (a /proc or /sys file: read
+ * until its end, with read(2), not stdio, whose buffers would come from
+ * the allocator under test) into buf, NUL-terminated; how many, 0 if it
+ * cannot be read. */
+size_t pcm_test_read_file(const char *path, char *buf, size_t size);
+
 /* The process's resident set (/proc/self/statm), bytes; 0 if unknown. */
 size_t pcm_test_resident_bytes(void);
 

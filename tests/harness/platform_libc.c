@@ -158,17 +158,23 @@ struct pcm_test_child pcm_test_run_child(int (*child)(void *arg), void *arg, uns
     return out;
 }
 
+size_t pcm_test_read_file(const char *path, char *buf, size_t size)
+{
+    size_t len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        for (ssize_t n; len < size - 1 && (n = read(fd, buf + len, size - 1 - len)) > 0;)
+            len += (size_t)n;
+        close(fd);
+    }
+    buf[len] = '\0';
+    return len;
+}
+
 size_t pcm_test_resident_bytes(void)
 {
-    /* read(2), not stdio: the tests measure an allocator that stdio's
-     * buffers would allocate from */
-    char text[128] = {0};
-    int fd = open("/proc/self/statm", O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (n <= 0)
+    char text[128];
+    if (!pcm_test_read_file("/proc/self/statm", text, sizeof text))
         return 0;
     unsigned long resident = 0;
     const char *p = text;

@@ -44,7 +44,6 @@
 #include "init.h"
 #include "segment.h"
 
-#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
@@ -91,13 +90,9 @@ static struct resident resident_in(const struct pcm_segment *s)
 /* Whether transparent huge pages are on for every anonymous mapping. */
 static bool huge_pages_always(void)
 {
-    char text[128] = {0};
-    int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    return n > 0 && strstr(text, "[always]") != NULL;
+    char text[128];
+    pcm_test_read_file("/sys/kernel/mm/transparent_hugepage/enabled", text, sizeof text);
+    return strstr(text, "[always]") != NULL;
 }
 
 static int by_value(const void *a, const void *b)

@@ -42,7 +42,6 @@
 #include "stats.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,20 +234,7 @@ static void release_all(struct run *run)
 static unsigned long mapped_kib(void)
 {
     static char text[256 * 1024];
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, text + len, sizeof text - 1 - len);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        if (len == sizeof text - 1)
-            break;
-    }
-    close(fd);
-    text[len] = '\0';
+    pcm_test_read_file("/proc/self/maps", text, sizeof text);
     unsigned long total = 0;
     for (char *line = text; *line;) {
         char *end = strchr(line, '\n');

@@ -15,7 +15,6 @@
 #include "sizeclass.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -316,14 +315,7 @@ PCM_TEST(realloc_failure_keeps_the_old_object)
 static unsigned long vm_size_kib(void)
 {
     char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
+    pcm_test_read_file("/proc/self/status", buf, sizeof buf);
     const char *v = strstr(buf, "VmSize:");
     if (!v)
         return 0;

@@ -20,7 +20,6 @@
 #include "init.h"
 #include "layout.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,13 +31,9 @@
 static const char *thp_mode(void)
 {
     static char mode[16];
-    char text[128] = {0};
-    int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY);
-    if (fd < 0)
-        return "";
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
-    const char *open_bracket = n > 0 ? strchr(text, '[') : NULL;
+    char text[128];
+    pcm_test_read_file("/sys/kernel/mm/transparent_hugepage/enabled", text, sizeof text);
+    const char *open_bracket = strchr(text, '[');
     const char *close_bracket = open_bracket ? strchr(open_bracket, ']') : NULL;
     if (!close_bracket || (size_t)(close_bracket - open_bracket - 1) >= sizeof mode)
         return "";
@@ -49,14 +44,10 @@ static const char *thp_mode(void)
 /* The kernel's huge page size (hpage_pmd_size), 0 if it does not say. */
 static unsigned long huge_page_size(void)
 {
-    char text[32] = {0};
-    int fd = open("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", O_RDONLY);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
-    close(fd);
+    char text[32];
+    pcm_test_read_file("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", text, sizeof text);
     unsigned long size = 0;
-    for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; i++)
+    for (size_t i = 0; text[i] >= '0' && text[i] <= '9'; i++)
         size = size * 10 + (unsigned long)(text[i] - '0');
     return size;
 }
@@ -77,14 +68,7 @@ static void snapshot(void)
 {
     static char text[8 * MIB];
     vma_count = 0;
-    int fd = open("/proc/self/smaps", O_RDONLY);
-    if (fd < 0)
-        return;
-    size_t len = 0;
-    for (ssize_t n; len < sizeof text - 1 && (n = read(fd, text + len, sizeof text - 1 - len)) > 0;)
-        len += (size_t)n;
-    close(fd);
-    text[len] = '\0';
+    pcm_test_read_file("/proc/self/smaps", text, sizeof text);
     struct vma_info *v = NULL;
     for (const char *line = text; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
         const char *p = line;
