@@ -233,6 +233,19 @@ static bool page_is_free_touched(const struct pcm_segment *s, size_t page, bool 
     return (bits >> (page % PCM_WORD_BITS)) & 1;
 }
 
+size_t pcm_segment_decommit_pages(struct pcm_segment *s, size_t first, size_t end)
+{
+    /* A refusal (fault injection, ENOMEM splitting a VMA) keeps the pages
+     * counted: they are still there. */
+    size_t bytes = (end - first) << PCM_PAGE_SHIFT;
+    if (!pcm_os_decommit((char *)s + (first << PCM_PAGE_SHIFT), bytes))
+        return 0;
+    for (size_t p = first; p < end; p++)
+        s->page_touched[p / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (p % PCM_WORD_BITS));
+    pcm_stats_decommitted(bytes);
+    return bytes;
+}
+
 /* Decommit the runs of pages of s in no span, touched, and (if `stale`)
  * free at the last decay tick too. */
 static size_t decommit_where(struct pcm_segment *s, bool stale)
@@ -246,17 +259,8 @@ static size_t decommit_where(struct pcm_segment *s, bool stale)
         size_t first = page;
         while (page < PCM_SEGMENT_PAGES && page_is_free_touched(s, page, stale))
             page++;
-        size_t last = page; /* the run is [first, last) */
-        /* A refusal (fault injection, ENOMEM splitting a VMA) keeps the
-         * pages counted: they are still there. */
-        if (!pcm_os_decommit((char *)s + (first << PCM_PAGE_SHIFT), (last - first) << PCM_PAGE_SHIFT))
-            continue;
-        for (size_t p = first; p < last; p++)
-            s->page_touched[p / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (p % PCM_WORD_BITS));
-        released += (last - first) << PCM_PAGE_SHIFT;
+        released += pcm_segment_decommit_pages(s, first, page);
     }
-    if (released)
-        pcm_stats_decommitted(released);
     return released;
 }
 

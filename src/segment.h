@@ -180,6 +180,11 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end);
  * still cannot fault.  Caller holds the owner's lock. */
 size_t pcm_segment_decommit_free(struct pcm_segment *s);
 
+/* Decommit pages [first, end) of s and forget they were touched; the
+ * bytes given back (0 if the kernel refused: they stay counted).  Caller
+ * holds the owner's lock. */
+size_t pcm_segment_decommit_pages(struct pcm_segment *s, size_t first, size_t end);
+
 /* A decay tick: decommit the pages of s that were free (in no span) and
  * touched at the previous tick and still are - pages that stayed free for
  * a whole tick period - and remember which are free now.  The bytes given

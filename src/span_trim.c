@@ -15,9 +15,7 @@
 #include "segment.h"
 
 #include "hardening.h"
-#include "os.h"
 #include "sizeclass.h"
-#include "stats.h"
 
 #define MAX_OBJECTS 1024u /* the most a span of any class holds */
 #define MAX_PAGES 256u    /* the longest span, in pages */
@@ -93,15 +91,8 @@ size_t pcm_span_trim_free_pages(struct pcm_segment *s, struct pcm_span *span)
         size_t first = page;
         while (page < span->pages && bit(gone, page))
             page++;
-        /* A refusal (fault injection, no memory to split a VMA) leaves the
-         * pages resident and counted; their objects stay set aside. */
-        if (!pcm_os_decommit((char *)span->start + (first << PCM_PAGE_SHIFT), (page - first) << PCM_PAGE_SHIFT))
-            continue;
-        for (size_t p = span_page + first; p < span_page + page; p++)
-            s->page_touched[p / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (p % PCM_WORD_BITS));
-        released += (page - first) << PCM_PAGE_SHIFT;
+        /* (refused: the pages stay, and their objects set aside) */
+        released += pcm_segment_decommit_pages(s, span_page + first, span_page + page);
     }
-    if (released)
-        pcm_stats_decommitted(released);
     return released;
 }
