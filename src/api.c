@@ -366,15 +366,28 @@ void *pcm_pvalloc(size_t size)
 #define REALLOC_LARGE_FROM ((size_t)64 * 1024)
 #endif
 
+/* A buffer of a page or more that realloc grows takes a cached large
+ * mapping of at most this size when the cache has one: its pages are
+ * resident already and the buffer grows on in place from there, without
+ * the copies through the small classes (glibc's heap top does the same
+ * for a buffer grown again after one of its kind was freed).  Bounded so
+ * that a short string does not hold a big buffer's pages. */
+#define REALLOC_ADOPT_MOST ((size_t)2 << 20)
+
 /* realloc by moving: a new object of `capacity` bytes (>= size) gets the
  * contents, then p is freed. */
 static void *move_object(struct object_info info, void *p, size_t old_usable, size_t size, size_t capacity)
 {
-    void *fresh;
-    if (capacity >= REALLOC_LARGE_FROM && size > old_usable)
+    void *fresh = NULL;
+    bool growing = size > old_usable;
+    if (growing && capacity >= REALLOC_LARGE_FROM) {
         fresh = pcm_large_alloc(capacity, 0, false);
-    else
-        fresh = pcm_malloc(capacity);
+    } else {
+        if (growing && old_usable >= PCM_PAGE_SIZE)
+            fresh = pcm_large_alloc_cached(capacity, REALLOC_ADOPT_MOST);
+        if (!fresh)
+            fresh = pcm_malloc(capacity);
+    }
     if (!fresh)
         return NULL; /* p stays valid, errno is ENOMEM */
     memcpy(fresh, p, old_usable < size ? old_usable : size);

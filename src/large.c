@@ -31,6 +31,14 @@ void pcm_large_unmap(struct pcm_large *large)
     pcm_stats_large_destroyed(bytes);
 }
 
+/* The object of a mapping now in use, `size` bytes asked for. */
+static void *hand_out(struct pcm_large *large, size_t offset, size_t size)
+{
+    large->object = (char *)large + offset;
+    large->requested = size;
+    return large->object;
+}
+
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
     pcm_ensure_init(); /* it may be the process's first allocation */
@@ -52,7 +60,7 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
      * mapping aligned to at least that much. Cached mappings are only
      * segment-aligned. */
     bool over_aligned = alignment > PCM_SEGMENT_SIZE;
-    struct pcm_large *large = over_aligned ? NULL : pcm_large_cache_take(map_bytes);
+    struct pcm_large *large = over_aligned ? NULL : pcm_large_cache_take(map_bytes, SIZE_MAX);
     if (large && zeroed) /* calloc promises zeros for the size asked, no more */
         memset((char *)large + offset, 0, size);
     if (!large) {
@@ -70,9 +78,14 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
         }
         pcm_stats_large_created(map_bytes);
     }
-    large->object = (char *)large + offset;
-    large->requested = size;
-    return large->object;
+    return hand_out(large, offset, size);
+}
+
+void *pcm_large_alloc_cached(size_t size, size_t most_bytes)
+{
+    size_t offset = object_offset(0);
+    struct pcm_large *large = pcm_large_cache_take(PCM_ALIGN_UP(offset + size, PCM_PAGE_SIZE), most_bytes);
+    return large ? hand_out(large, offset, size) : NULL;
 }
 
 size_t pcm_large_usable(const struct pcm_large *large)

@@ -29,6 +29,9 @@ struct pcm_large {
 /* zeroed: the caller needs zeros (calloc); a reused mapping is cleared,
  * a fresh one already is. */
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed);
+/* A cached mapping of at most most_bytes made the object of `size` bytes
+ * (size <= PCM_SMALL_MAX); NULL if the cache holds none: nothing is mapped. */
+void *pcm_large_alloc_cached(size_t size, size_t most_bytes);
 /* Bytes usable from the object to the end of its mapping. */
 size_t pcm_large_usable(const struct pcm_large *large);
 /* `call` names the API function for the error message. */

@@ -71,10 +71,11 @@ size_t pcm_large_cache_limit(void)
 }
 
 /* Best fit: the smallest cached mapping that holds map_bytes.  Any size
- * is taken: its pages are already resident, and reusing them saves the
- * faults of fresh ones - a buffer that grows by realloc to the same size
- * each round reuses last round's mapping and never has to grow it. */
-struct pcm_large *pcm_large_cache_take(size_t map_bytes)
+ * up to most_bytes is taken: its pages are already resident, and reusing
+ * them saves the faults of fresh ones - a buffer that grows by realloc to
+ * the same size each round reuses last round's mapping and never has to
+ * grow it. */
+struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes)
 {
     if (!pcm_load_relaxed(&cache_bytes))
         return NULL; /* the common case of an empty cache: one load */
@@ -85,7 +86,7 @@ struct pcm_large *pcm_large_cache_take(size_t map_bytes)
         for (unsigned i = 0; i < PCM_LARGE_CACHE_SLOTS; i++) {
             pcm_word_t word = pcm_load_relaxed(&cache_slot[i]);
             size_t have = word_bytes(word);
-            if (word && have >= map_bytes && have < best_bytes) {
+            if (word && have >= map_bytes && have <= most_bytes && have < best_bytes) {
                 best = i;
                 best_word = word;
                 best_bytes = have;

@@ -24,9 +24,10 @@
 
 struct pcm_large;
 
-/* The smallest cached mapping of at least map_bytes, taken out of the
- * cache (the caller owns it and its header), or NULL. */
-struct pcm_large *pcm_large_cache_take(size_t map_bytes);
+/* The smallest cached mapping of at least map_bytes and at most
+ * most_bytes, taken out of the cache (the caller owns it and its header),
+ * or NULL. */
+struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes);
 /* Keep a freed mapping (segment-aligned, header's map_bytes set); false
  * if the cache has no room for it under its bounds: then the caller
  * unmaps it. */

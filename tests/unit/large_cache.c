@@ -270,3 +270,80 @@ PCM_TEST(malloc_trim_says_whether_it_unmapped_cached_mappings)
     PCM_CHECK(pcm_malloc_trim(0) == 0, "malloc_trim(0) with nothing left returned 1");
     restore_cache();
 }
+
+/* A buffer of `start` bytes filled with a pattern, grown by realloc to
+ * `grown`; the pattern must survive.  The grown buffer, or NULL (a failure
+ * recorded) if malloc or realloc failed. */
+static unsigned char *grow_filled(size_t start, size_t grown)
+{
+    unsigned char *p = pcm_malloc(start);
+    PCM_CHECK(p, "malloc(%zu) failed", start);
+    if (!p)
+        return NULL;
+    for (size_t i = 0; i < start; i++)
+        p[i] = (unsigned char)(i * 7 + 1);
+    unsigned char *q = pcm_realloc(p, grown);
+    PCM_CHECK(q, "realloc(%zu -> %zu) failed", start, grown);
+    if (!q) {
+        pcm_free(p);
+        return NULL;
+    }
+    size_t lost = SIZE_MAX;
+    for (size_t i = 0; i < start && lost == SIZE_MAX; i++)
+        if (q[i] != (unsigned char)(i * 7 + 1))
+            lost = i;
+    PCM_CHECK(lost == SIZE_MAX, "realloc(%zu -> %zu) lost byte %zu", start, grown, lost);
+    return q;
+}
+
+/* Allocate, write and free a large object of `size` bytes, which the
+ * empty cache keeps: its mapping's header (NULL if malloc failed). */
+static void *cache_one(size_t size)
+{
+    void *p = pcm_malloc(size);
+    PCM_CHECK(p, "malloc(%zu) failed", size);
+    if (!p)
+        return NULL;
+    memset(p, 0x5a, size);
+    pcm_free(p);
+    PCM_CHECK(pcm_large_cache_count() == 1, "freed %zu bytes, %u mappings cached", size, pcm_large_cache_count());
+    return header_of(p);
+}
+
+PCM_TEST(growing_buffer_takes_a_cached_mapping_up_to_2_mib)
+{
+    set_cache(64, 3600000);
+    /* A page-sized buffer that grows takes the freed 1 MiB mapping at
+     * once, then grows in place inside it: the copies through the small
+     * classes (9, 18, 36 KiB...) are gone. */
+    void *header = cache_one(MIB);
+    unsigned char *p = grow_filled(5000, 9000);
+    PCM_REQUIRE(header && p, "no buffer to check");
+    PCM_CHECK(header_of(p) == header, "5000 -> 9000 bytes: %p, not the cached mapping's object %p", (void *)p,
+              (void *)((char *)header + PCM_PAGE_SIZE));
+    PCM_CHECK(pcm_large_cache_count() == 0, "%u mappings still cached", pcm_large_cache_count());
+    PCM_CHECK(pcm_malloc_usable_size(p) == MIB, "usable %zu in the adopted 1 MiB mapping", pcm_malloc_usable_size(p));
+    unsigned char *q = pcm_realloc(p, 512 * KIB);
+    PCM_CHECK(q == p, "growing inside the adopted mapping moved it: %p -> %p", (void *)p, (void *)q);
+    pcm_free(q ? q : p);
+    PCM_CHECK(pcm_large_cache_count() == 1, "the adopted mapping did not go back to the cache");
+
+    /* A bigger cached mapping stays for a big buffer: a short string must
+     * not hold its pages. */
+    pcm_malloc_trim(0);
+    header = cache_one(3 * MIB);
+    p = grow_filled(5000, 9000);
+    PCM_REQUIRE(header && p, "no buffer to check");
+    PCM_CHECK(header_of(p) != header && pcm_large_cache_count() == 1,
+              "5000 -> 9000 bytes took the cached 3 MiB mapping");
+    pcm_free(p);
+
+    /* A buffer under a page moves through the small classes. */
+    pcm_malloc_trim(0);
+    header = cache_one(MIB);
+    p = grow_filled(2000, 3000);
+    PCM_REQUIRE(header && p, "no buffer to check");
+    PCM_CHECK(header_of(p) != header && pcm_large_cache_count() == 1, "2000 -> 3000 bytes took a cached mapping");
+    pcm_free(p);
+    restore_cache();
+}
