@@ -28,6 +28,8 @@ Environment knobs:
                              build with -DPCM_RSEQ_SIMULATION, which under valgrind
                              (no rseq there) runs the rseq fast path as CPU 0, so
                              the count is that path's (make bench passes one)
+  BENCH_CALLGRIND_LIBRARIES=name=f,...  the same for any allocator or variant
+                             (make bench-compare passes pcmalloc-before's)
 
 It never stops for a failing allocator: a crash, hang, corrupt object or
 wrong checksum is recorded in its cell and listed in the report. It exits
@@ -69,7 +71,15 @@ class Settings:
         self.scale = float(env.get("BENCH_SCALE", "1"))
         self.timeout_s = float(env.get("BENCH_TIMEOUT", "60" if self.quick else "120"))
         self.strict = env.get("BENCH_STRICT", "0") not in ("", "0")
-        self.callgrind_library = env.get("BENCH_PCMALLOC_CALLGRIND") or None
+        # allocator or variant name -> the library its callgrind count preloads
+        self.callgrind_libraries = {}
+        for entry in _list(env.get("BENCH_CALLGRIND_LIBRARIES")) or []:
+            name, equals, library = entry.partition("=")
+            if not equals or not name.strip() or not library.strip():
+                sys.exit(f"bench: BENCH_CALLGRIND_LIBRARIES: {entry!r} is not name=LIBRARY.so")
+            self.callgrind_libraries[name.strip()] = library.strip()
+        if env.get("BENCH_PCMALLOC_CALLGRIND"):
+            self.callgrind_libraries["pcmalloc"] = env["BENCH_PCMALLOC_CALLGRIND"]
         self.wanted_allocators = _list(env.get("BENCH_ALLOCATORS"))
         self.only = _list(env.get("BENCH_ONLY"))
         try:
@@ -198,8 +208,8 @@ def run_fastpath(settings, bin_dir, allocators):
         counts[size] = {}
         for allocator in allocators:
             preload = allocator.preload
-            if allocator.name == "pcmalloc" and settings.callgrind_library:
-                preload = os.path.abspath(settings.callgrind_library)
+            if allocator.name in settings.callgrind_libraries:
+                preload = os.path.abspath(settings.callgrind_libraries[allocator.name])
             counts[size][allocator.name] = callgrind.measure(
                 binary, preload, size, settings.fastpath_args, overhead,
                 extra_env=allocator.env)

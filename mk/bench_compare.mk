@@ -13,7 +13,8 @@ endif
 endif
 
 .PHONY: bench-compare
-bench-compare: lib
+bench-compare: lib rseq-simulation-lib
 	@test -n "$(BEFORE)" || { echo "make bench-compare: name the commit to compare with, e.g. BEFORE=HEAD~1" >&2; exit 2; }
 	scripts/bench_deps.sh
-	MAKE="$(MAKE)" ARCH=$(ARCH) scripts/bench_compare.sh "$(BEFORE)" $(BUILD)/libpcmalloc.so $(BENCH_COMPARE_OUT)
+	MAKE="$(MAKE)" ARCH=$(ARCH) BENCH_PCMALLOC_CALLGRIND=$(RSEQ_SIMULATION_LIB) \
+	    scripts/bench_compare.sh "$(BEFORE)" $(BUILD)/libpcmalloc.so $(BENCH_COMPARE_OUT)

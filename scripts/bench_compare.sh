@@ -27,6 +27,7 @@ if ! sha=$(git rev-parse --verify --quiet "$before^{commit}"); then
 fi
 short=$(git rev-parse --short "$sha")
 library="$out/before-$short/libpcmalloc.so"
+simulation="$out/before-$short/rseq-simulation/libpcmalloc.so"
 tree="build/before-$short"
 
 remove_tree() {
@@ -43,6 +44,13 @@ build_before() {
     trap remove_tree EXIT
     "${MAKE:-make}" -C "$tree" lib ARCH="$ARCH"
     mkdir -p "$(dirname "$library")"
+    # Its rseq-simulation build too, where that commit has one: its
+    # callgrind count is then its rseq path's, like pcmalloc's.
+    if "${MAKE:-make}" -C "$tree" -n rseq-simulation-lib >/dev/null 2>&1; then
+        "${MAKE:-make}" -C "$tree" rseq-simulation-lib
+        mkdir -p "$(dirname "$simulation")"
+        cp "$tree/build/rseq-simulation/libpcmalloc.so" "$simulation"
+    fi
     cp "$tree/build/$ARCH/libpcmalloc.so" "$library.tmp"
     mv "$library.tmp" "$library"
     git log -1 --format='commit %h (%s)' "$sha" > "$library.version"
@@ -58,4 +66,7 @@ fi
 
 variants="pcmalloc-before=$library${BENCH_VARIANTS:+,$BENCH_VARIANTS}"
 echo "bench-compare: pcmalloc = $current, BENCH_VARIANTS=$variants"
+if [ -f "$simulation" ]; then
+    export BENCH_CALLGRIND_LIBRARIES="pcmalloc-before=$simulation${BENCH_CALLGRIND_LIBRARIES:+,$BENCH_CALLGRIND_LIBRARIES}"
+fi
 BENCH_VARIANTS=$variants exec python3 bench/run.py "$current" "$out"
