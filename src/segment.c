@@ -162,11 +162,8 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         mark_pages(s, first, pages, true);
         s->free_pages -= pages;
         struct pcm_span *span = &s->span[first];
-        for (size_t i = 1; i < pages; i++) {
-            span[i].first_offset = (uint32_t)(i * sizeof *span);
-            span[i].class_plus1 = (uint16_t)(cls + 1);
-        }
-        span->first_offset = 0;
+        for (size_t i = 0; i < pages; i++)
+            s->span_first[first + i] = (uint16_t)first;
         span->class_plus1 = (uint16_t)(cls + 1);
         span->owner = (uint16_t)s->owner;
         pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
@@ -215,11 +212,11 @@ void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
 {
     size_t first = (size_t)(span - s->span);
     pcm_stats_span_released(span->class_plus1 - 1u);
-    for (size_t i = 0; i < span->pages; i++) {
-        span[i].class_plus1 = 0;
-        span[i].first_offset = 0;
-        span[i].carved = 0; /* the free path's check that p is in a span */
-    }
+    for (size_t i = 0; i < span->pages; i++)
+        s->span_first[first + i] = 0;
+    /* Free's check that p is in a span, for a stale span_first read. */
+    span->class_plus1 = 0;
+    span->carved = 0;
     mark_pages(s, first, span->pages, false);
     s->free_pages += span->pages;
 }

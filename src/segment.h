@@ -3,15 +3,19 @@
  *
  * A segment is a PCM_SEGMENT_SIZE-aligned mapping owned by one per-CPU heap
  * for its whole life.  Its first pages hold this header: a bitmap of the
- * pages in use and one span descriptor per page.  A span is a run of pages
- * holding objects of one size class; its first page's descriptor is the
- * span, every other page's descriptor points back to it (first_offset), so
- * pointer -> span is: segment = p & ~(SEGMENT_SIZE - 1), page index, one
- * subtraction.  Segments are never unmapped (only decommitted): a stale
+ * pages in use, one span descriptor per page and a 16-bit map from each
+ * page to its span's first page.  A span is a run of pages holding objects
+ * of one size class; its first page's descriptor is the span (the other
+ * pages' descriptors are unused), so pointer -> span is: segment =
+ * p & ~(SEGMENT_SIZE - 1), page index, span_first[page].  The map is
+ * 2 bytes a page where the descriptors are 64: free touches 32 times fewer
+ * lines to find a span than through the pages' own descriptors.  Segments are never unmapped (only decommitted): a stale
  * read by a concurrent lock-free pop of memory in them must never fault.
  * A header page holding only descriptors of free pages is decommitted too
  * once they are free: zeroes are what a descriptor of a free page holds
- * where free's check reads it (class_plus1, first_offset, carved).
+ * where free's check reads it (class_plus1, carved); a free page's
+ * span_first is 0, the descriptor of header page 0, which is never a
+ * span's and never decommitted.
  *
  * Who writes what:
  *   - everything in a segment header and a span descriptor is written only
@@ -52,7 +56,6 @@ enum pcm_owner_kind {
  * descriptor step is a shift. */
 struct pcm_span {
     /* [published] */
-    uint32_t first_offset; /* bytes from the span's first descriptor to this one */
     uint16_t class_plus1;  /* 0: page not in a span (free, or the header) */
     uint16_t owner;        /* heap index */
     uint32_t object_size;
@@ -74,6 +77,7 @@ struct pcm_span {
     struct pcm_span *prev, *next; /* the bin's partial list */
 };
 _Static_assert(sizeof(void *) != 8 || sizeof(struct pcm_span) == 64, "a span descriptor is 64 bytes");
+_Static_assert(PCM_SEGMENT_PAGES <= 65536, "span_first holds a page index");
 
 #define PCM_WORD_BITS (sizeof(pcm_word_t) * 8)
 
@@ -94,6 +98,9 @@ struct pcm_segment {
      * they describe was free (pcm_segment_decommit_free, _decay).  Read
      * as zeroes - "in no span" - until a span is cut there again. */
     pcm_word_t descriptors_gone;
+    /* [published] Page -> index of its span's first page (= its
+     * descriptor's) for a page in a span, 0 for any other page. */
+    uint16_t span_first[PCM_SEGMENT_PAGES];
     struct pcm_span span[PCM_SEGMENT_PAGES];
 #ifdef PCM_HARDENED
     /* One bit per 16-byte unit of the segment.  Invariant: an object's bit
@@ -116,8 +123,7 @@ static inline struct pcm_segment *pcm_segment_of(const void *p)
 /* The span holding p in segment s (class_plus1 == 0 if none). */
 static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
 {
-    struct pcm_span *page = &s->span[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT];
-    return (struct pcm_span *)((char *)page - page->first_offset);
+    return &s->span[s->span_first[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT]];
 }
 
 /*

@@ -86,12 +86,16 @@ PCM_TEST(segment_header_pages_of_free_pages_go_back)
                         (unsigned long)resident);
     PCM_CHECK(resident & 1, "header page 0 (the segment's fields) not resident");
 
-    /* A free page whose descriptor is gone reads as in no span. */
+    /* A free page leads to header page 0's descriptor, in no span; its own
+     * descriptor, gone, reads zeroes too. */
     char *far = (char *)s + (PCM_SEGMENT_PAGES - 2) * PCM_PAGE_SIZE;
     struct pcm_span *none = pcm_span_of(s, far);
-    PCM_CHECK(none->class_plus1 == 0 && none->carved == 0 && none->first_offset == 0,
-              "a gone descriptor reads class %u carved %u offset %u", none->class_plus1, none->carved,
-              none->first_offset);
+    PCM_CHECK(none == &s->span[0] && none->class_plus1 == 0 && none->carved == 0,
+              "a free page leads to descriptor %ld: class %u carved %u", (long)(none - s->span), none->class_plus1,
+              none->carved);
+    struct pcm_span *gone = &s->span[PCM_SEGMENT_PAGES - 2];
+    PCM_CHECK(gone->class_plus1 == 0 && gone->carved == 0, "a gone descriptor reads class %u carved %u",
+              gone->class_plus1, gone->carved);
 
     /* A span cut there brings its descriptors' pages back, and they say so. */
     unsigned cls = PCM_CLASS_COUNT - 1, pages = (unsigned)pcm_class_span_pages(cls);
@@ -110,8 +114,14 @@ PCM_TEST(segment_header_pages_of_free_pages_go_back)
               span->class_plus1, span->pages);
     PCM_CHECK(pcm_span_of(s, far)->class_plus1 == 0, "a page beyond the span is in one");
 
-    /* Released, the span's descriptor pages go again at the next decommit. */
+    /* Released, every page of the span is in no span at once... */
     pcm_segment_span_release(s, span);
+    for (size_t page = first; page <= last; page++) {
+        struct pcm_span *left = pcm_span_of(s, (char *)s + page * PCM_PAGE_SIZE);
+        PCM_CHECK(left->class_plus1 == 0 && left->carved == 0, "page %zu of a released span: class %u carved %u",
+                  page, left->class_plus1, left->carved);
+    }
+    /* ...and the span's descriptor pages go again at the next decommit. */
     pcm_segment_decommit_free(s);
     PCM_CHECK(s->descriptors_gone == pure, "after the release: gone %#lx, descriptor pages %#lx",
               (unsigned long)s->descriptors_gone, (unsigned long)pure);
