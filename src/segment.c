@@ -34,6 +34,8 @@ static void mark_pages(struct pcm_segment *s, size_t first, size_t count, bool u
 /* ---- header pages of descriptors ---- */
 
 _Static_assert(HEADER_PAGES <= PCM_WORD_BITS, "a bit of descriptors_gone per header page");
+_Static_assert(offsetof(struct pcm_segment, span) + sizeof(struct pcm_span) <= PCM_PAGE_SIZE,
+               "span[0], where a free page's span_first leads, lies on header page 0: never decommitted");
 
 /* Header page k's descriptors: [*first, *last].  False if the page holds
  * anything else (the segment's fields and bitmaps, or what follows the
@@ -66,13 +68,19 @@ static bool pages_free(const struct pcm_segment *s, size_t first, size_t last)
 }
 
 /* Decommit the header pages of s whose descriptors all describe free
- * pages; the bytes given back. */
+ * pages - or header pages, whose descriptors no one reads (span_first
+ * leads a free page to span[0], which lies on page 0); the bytes given
+ * back. */
 static size_t decommit_idle_descriptors(struct pcm_segment *s)
 {
     size_t released = 0, first, last;
     for (size_t k = 1; k < s->header_pages; k++) {
         pcm_word_t bit = (pcm_word_t)1 << k;
-        if ((s->descriptors_gone & bit) || !descriptor_page(k, &first, &last) || !pages_free(s, first, last))
+        if ((s->descriptors_gone & bit) || !descriptor_page(k, &first, &last))
+            continue;
+        if (first < s->header_pages)
+            first = s->header_pages;
+        if (first <= last && !pages_free(s, first, last))
             continue;
         if (!pcm_os_decommit((char *)s + (k << PCM_PAGE_SHIFT), PCM_PAGE_SIZE))
             continue; /* still there, still counted */
