@@ -76,6 +76,17 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_decay_maybe();
 }
 
+bool pcm_heap_drain_caches_cas_locked(struct pcm_heap *h)
+{
+    bool any = false;
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        void *chain = pcm_cache_take_all(&h->bins[c].cache);
+        any |= chain != NULL;
+        pcm_heap_return_chain_locked(h, chain);
+    }
+    return any;
+}
+
 void pcm_heap_flush_caches_cas(void)
 {
     for (unsigned i = 0; i < pcm_heap_count; i++) {
@@ -83,8 +94,7 @@ void pcm_heap_flush_caches_cas(void)
             continue; /* an empty cache, on pages better left untouched */
         struct pcm_heap *h = &pcm_heaps[i];
         pcm_heap_lock(h);
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-            pcm_heap_return_chain_locked(h, pcm_cache_take_all(&h->bins[c].cache));
+        pcm_heap_drain_caches_cas_locked(h);
         pcm_heap_unlock(h);
     }
 }

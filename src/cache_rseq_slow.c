@@ -328,10 +328,86 @@ void pcm_heap_flush_caches_rseq(void)
     sched_setaffinity(0, sizeof saved, &saved);
 }
 
+/* ---- draining another CPU's lists (decay of an idle CPU) ---- */
+
+static bool anything_listed(struct pcm_heap *h)
+{
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        if (pcm_load_relaxed(&h->bins[c].cache.half.ptr))
+            return true;
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+        if (pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
+            return true;
+    return false;
+}
+
+/* Every list's limit to 0 (stopped), or back to its shape's.  Plain
+ * (volatile, aligned: single) stores: the fences around them order them
+ * against the sections, not the stores' own semantics. */
+static void set_limits(struct pcm_heap *h, bool open)
+{
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        *(volatile uint32_t *)&h->bins[c].limit = open ? pcm_bin_shapes[c].limit : 0;
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+        *(volatile uint32_t *)&h->outgoing[c].limit = open ? PCM_OUTGOING_LIMIT : 0;
+}
+
+/* A list's whole chain, taken by its owner for good (see below). */
+static void *take_stopped(volatile pcm_pair_t *list)
+{
+    void *chain = (void *)pcm_load_relaxed(&list->half.ptr);
+    pcm_store_relaxed(&list->half.ptr, 0);
+    return chain;
+}
+
+/*
+ * Empty the lists of h's CPU from any CPU.  Invariant while it runs: no
+ * section on that CPU writes a slot.  Every section that writes a slot
+ * without h's lock (pop, push, take all) first reads its bin's limit and
+ * leaves at 0 ("empty", "full"); the sections that do not read it (put if
+ * empty, and take all in a flush or a trim) run with h's lock, which the
+ * caller holds.  So: limits to 0; a fence (membarrier) restarts any
+ * section running there, which then reads 0, and orders every slot
+ * written before it before our loads; the slots are then ours.  A second
+ * fence after they are emptied makes a section that later reads a limit
+ * back also read its empty slot - arm64 may load the slot before the
+ * limit in one section, and only a restart at the fence keeps it from
+ * using a slot loaded before we emptied it.  Should that fence fail, the
+ * limits stay 0 (every push and pop of that CPU takes its slow half,
+ * which works with them) rather than reopen the lists unfenced; the next
+ * drain of h opens them.
+ */
+bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h)
+{
+    unsigned cpu = pcm_heap_index(h);
+    /* (a ready heap's limits are 0 only if a drain left them stopped) */
+    if (!anything_listed(h) && *(volatile uint32_t *)&h->bins[0].limit)
+        return false;
+    set_limits(h, false);
+    if (!pcm_os_rseq_fence(cpu)) {
+        set_limits(h, true); /* nothing taken: nothing a section could see half done */
+        return false;
+    }
+    /* The lists are ours now: each goes home as it comes off. */
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        pcm_heap_return_chain_locked(h, take_stopped(&h->bins[c].cache));
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+        send_home(take_stopped(&h->outgoing[c].cache));
+    if (pcm_os_rseq_fence(cpu))
+        set_limits(h, true);
+    return true;
+}
+
 #else
 
 void pcm_heap_flush_caches_rseq(void)
 {
+}
+
+bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h)
+{
+    (void)h;
+    return false;
 }
 
 #endif

@@ -7,6 +7,7 @@
 
 #include <time.h>
 
+#include "fast_path.h"
 #include "heap.h"
 #include "init.h"
 #include "large_cache.h"
@@ -21,6 +22,11 @@ static pcm_word_t now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (pcm_word_t)ts.tv_sec * 1000u + (pcm_word_t)(ts.tv_nsec / 1000000);
+}
+
+bool pcm_decay_drain_caches_locked(struct pcm_heap *h)
+{
+    return pcm_fast_path_is_rseq() ? pcm_heap_drain_caches_rseq_locked(h) : pcm_heap_drain_caches_cas_locked(h);
 }
 
 void pcm_decay_maybe(void)
@@ -38,6 +44,13 @@ void pcm_decay_maybe(void)
             continue; /* never used: locking it would commit its page */
         if (!pcm_heap_trylock(h))
             continue; /* busy: its segments wait for the next tick */
+        /* A CPU idle for a whole period - no refill, no flush - keeps
+         * its caches no longer: they go back to their spans now, which
+         * can then be given back below. */
+        pcm_word_t activity = h->stats.refills + h->stats.flushes;
+        if (activity == h->activity_at_tick && pcm_decay_drain_caches_locked(h))
+            h->stats.drains++;
+        h->activity_at_tick = activity;
         /* Objects freed from other CPUs keep their spans until drained. */
         pcm_heap_drain_remote_locked(h);
         /* A bin's last empty span too: once a period costs nothing. */

@@ -7,14 +7,25 @@
  * decommitted at the first tick that finds it free (in no span) and
  * touched, as the tick before did (pcm_segment_decay) - so it stayed free
  * for at least one period, at most two; so is a cached large mapping.  A
- * program that stops calling malloc and free keeps its pages until
- * malloc_trim(0).
+ * heap with no refill and no flush for a whole period has its CPU's
+ * caches emptied into their spans first (pcm_decay_drain_caches_locked),
+ * so a CPU no thread uses any more does not keep their spans.  A program
+ * that stops calling malloc and free keeps its pages until malloc_trim(0).
  */
 #ifndef PCM_DECAY_H
 #define PCM_DECAY_H
 
+#include <stdbool.h>
+
+struct pcm_heap;
+
 /* Cheap when no tick is due: a clock read and a compare.  Call with no
  * heap lock held. */
 void pcm_decay_maybe(void);
+
+/* h's CPU's caches (and outgoing lists) into the spans, from any CPU,
+ * h's lock held: the fast path's own drain (heap.h).  False if nothing
+ * was taken. */
+bool pcm_decay_drain_caches_locked(struct pcm_heap *h);
 
 #endif

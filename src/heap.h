@@ -74,6 +74,7 @@ struct pcm_heap_stats {
     pcm_word_t returned[PCM_CLASS_COUNT]; /* objects moved back to spans */
     pcm_word_t remote_drained;
     pcm_word_t refills, flushes, spans_created, spans_released;
+    pcm_word_t drains; /* the caches emptied by decay from another CPU */
 };
 
 struct pcm_heap {
@@ -86,6 +87,7 @@ struct pcm_heap {
 #endif
     struct pcm_segment *segments; /* lock */
     struct pcm_heap_stats stats;  /* lock */
+    pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: written once, by pcm_heap_prepare */
     struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
@@ -174,6 +176,14 @@ void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why) __attribu
  * affinity is restored afterwards).  One of the two files below. */
 void pcm_heap_flush_caches_cas(void);
 void pcm_heap_flush_caches_rseq(void);
+/* Empty h's CPU's caches (on the rseq path its outgoing lists too) into
+ * the spans and the owners' remote queues from any CPU, h's lock held:
+ * decay does it to a CPU whose heap stayed idle for a purge delay.  On
+ * the rseq path it stops that CPU's sections and fences them with
+ * membarrier (cache_rseq_slow.c).  False if nothing was taken (nothing
+ * cached, or no fence in this kernel). */
+bool pcm_heap_drain_caches_cas_locked(struct pcm_heap *h);
+bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
 
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
 

@@ -102,6 +102,15 @@ unsigned pcm_os_cpu_count(void);
  * not a well-formed list (a trailing newline is allowed). */
 unsigned pcm_os_parse_cpu_list(const char *text, size_t len);
 
+/* Restart every restartable sequence a thread of this process is running
+ * on CPU `cpu` now (membarrier's private expedited rseq fence, Linux 5.10
+ * and later), with a full memory barrier on both sides: when it returns,
+ * a section there either ended before the call or starts again, and then
+ * sees every store the caller made before it.  False where the kernel
+ * cannot (no membarrier, no rseq, or the process may not register for
+ * it); registers on the first call. */
+bool pcm_os_rseq_fence(unsigned cpu);
+
 /* The CPU this thread is running on now (sched_getcpu(), a few ns where
  * glibc has rseq or the vDSO), or -1 if the kernel cannot say; errno is
  * then whatever sched_getcpu left.  It may be stale by the time it is

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ---- test-only fault injection ---- */
@@ -336,6 +337,43 @@ unsigned pcm_os_cpu_count(void)
 
     errno = saved_errno;
     return count ? count : 1;
+}
+
+/* ---- fencing another CPU's restartable sequences ---- */
+
+/* linux/membarrier.h's values (the cross toolchains' kernel headers may
+ * predate them; they are ABI). */
+#define MEMBARRIER_PRIVATE_EXPEDITED_RSEQ (1 << 7)
+#define MEMBARRIER_REGISTER_PRIVATE_EXPEDITED_RSEQ (1 << 8)
+#define MEMBARRIER_FLAG_CPU (1 << 0)
+
+static long membarrier(int cmd, unsigned flags, int cpu)
+{
+#ifdef SYS_membarrier
+    return syscall(SYS_membarrier, cmd, flags, cpu);
+#else
+    (void)cmd, (void)flags, (void)cpu;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+bool pcm_os_rseq_fence(unsigned cpu)
+{
+    /* 0 unknown, 1 registered, -1 refused: a refusal is not asked again. */
+    static volatile int registered;
+    int saved = errno;
+    long done = -1;
+    if (registered == 0)
+        registered = membarrier(MEMBARRIER_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0 ? 1 : -1;
+    if (registered > 0) {
+        done = membarrier(MEMBARRIER_PRIVATE_EXPEDITED_RSEQ, MEMBARRIER_FLAG_CPU, (int)cpu);
+        /* A child of fork may have to register again (EPERM). */
+        if (done != 0 && errno == EPERM && membarrier(MEMBARRIER_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0)
+            done = membarrier(MEMBARRIER_PRIVATE_EXPEDITED_RSEQ, MEMBARRIER_FLAG_CPU, (int)cpu);
+    }
+    errno = saved;
+    return done == 0;
 }
 
 int pcm_os_current_cpu(void)

@@ -47,14 +47,18 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
 /* C: as in arch/x86_64/arch_rseq.h (pop).  Scratch: x9 (cpu, then the
  * slot), x10 (the next object). */
 #define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
+    do {                                                                                        \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
                  "1:\n\t"                                                                       \
+                 "mov %[obj], xzr\n\t" /* 0 on every way to empty (x86_64's note) */            \
                  "ldr w9, [%[area], #4]\n\t" /* cpu_id, zero-extended */                        \
                  "cmp w9, %w[cpus]\n\t"                                                         \
-                 "b.hs %l[" #empty "]\n\t"                                                      \
+                 "b.hs 2f\n\t"                                                                  \
                  "madd x9, x9, %[stride], %[slot]\n\t"                                          \
+                 "ldr w10, [x9, %[limit]]\n\t" /* stopped (a drain): empty */                   \
+                 "cbz w10, 2f\n\t"                                                              \
                  "ldr %[obj], [x9]\n\t"                                                         \
-                 "cbz %[obj], %l[" #empty "]\n\t"                                               \
+                 "cbz %[obj], 2f\n\t"                                                           \
                  "ldr x10, [%[obj]]\n\t"                                                        \
                  "str x10, [x9]\n\t" /* commit */                                               \
                  "2:\n\t"                                                                       \
@@ -63,9 +67,13 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  ".popsection\n\t"                                                              \
                  : [obj] "=&r"(obj_)                                                            \
                  : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)), [cpus] "r"(*(cpus_)), \
+                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                                          \
                    [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)                                    \
                  : "x9", "x10", "memory", "cc"                                                  \
-                 : empty, aborted)
+                 : aborted);                                                                    \
+        if (!(obj_))                                                                            \
+            goto empty;                                                                         \
+    } while (0)
 
 /* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then the
  * slot), x10 (top), x11 (depth, then word 1), x12 (the limit). */
@@ -116,6 +124,8 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "cmp %w[slot], %w[owner]\n\t"
         "b.ne 5f\n\t"
         "madd %[slot], %[slot], %[stride], %[slot0]\n\t"
+        "ldr %w[chain], [%[slot], %[limit]]\n\t" /* stopped (a drain): empty */
+        "cbz %w[chain], 5f\n\t"
         "ldr %[chain], [%[slot]]\n\t"
         "str xzr, [%[slot]]\n\t" /* commit */
         "2:\n\t"
@@ -129,7 +139,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "6:\n\t"
         : [chain] "=&r"(chain), [slot] "=&r"(slot)
         : [slot0] "r"(slot0), [area] "r"(pcm_arch_rseq_area(off)), [owner] "r"(owner),
-          [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)
+          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)
         : "memory", "cc");
     return chain;
 }

@@ -58,6 +58,8 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
         "jae 5f\n\t"
         "imull %[stride], %%eax, %%eax\n\t"
         "addl %[slot0], %%eax\n\t"
+        "cmpl $0, %c[limit](%%eax)\n\t" /* stopped (a drain): empty */
+        "je 5f\n\t"
         "movl (%%eax), %[obj]\n\t"
         "testl %[obj], %[obj]\n\t"
         "jz 2f\n\t"
@@ -74,7 +76,7 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
         "6:\n\t"
         : [obj] "=&r"(obj), [next] "=&r"(next)
         : [slot0] "rm"(slot0), [off] "r"(off), [cpus] "m"(*cpus), [anchor] "r"(pcm_rseq_anchor),
-          [stride] "i"(PCM_RSEQ_STRIDE)
+          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "i"(PCM_RSEQ_STRIDE)
         : "eax", "memory", "cc");
     return obj;
 }
@@ -154,6 +156,8 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "jne 5f\n\t"
         "imull %[stride], %%eax, %%eax\n\t"
         "addl %[slot0], %%eax\n\t"
+        "cmpl $0, %c[limit](%%eax)\n\t" /* stopped (a drain): empty */
+        "je 5f\n\t"
         "movl (%%eax), %[chain]\n\t"
         "movl $0, (%%eax)\n\t" /* commit */
         "2:\n\t"
@@ -167,7 +171,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "6:\n\t"
         : [chain] "=&r"(chain)
         : [slot0] "rm"(slot0), [off] "r"(off), [owner] "rm"(owner), [anchor] "r"(pcm_rseq_anchor),
-          [stride] "i"(PCM_RSEQ_STRIDE)
+          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "i"(PCM_RSEQ_STRIDE)
         : "eax", "memory", "cc");
     return chain;
 }

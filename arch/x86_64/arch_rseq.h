@@ -54,22 +54,31 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
 /*
  * C:  cpu = area->cpu_id;
  *     if (cpu >= *cpus) goto empty;            (also: no rseq, cpu_id < 0)
+ *     if (the slot's bin's limit == 0) goto empty;   (stopped: a drain)
  *     obj = slot0[cpu * stride];
  *     if (!obj) goto empty;
  *     slot0[cpu * stride] = obj->next;                  <- commit
  *     (abort: goto aborted)
+ * Every way to `empty` leaves the section at its end with obj 0, and C
+ * takes the branch: an asm goto's output is not to be trusted on a jump to
+ * a label - gcc 12 compiled pop_any's "empty: return EMPTY" into "return
+ * obj" on those jumps, and handed out whatever the register held.
  */
 #define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
+    do {                                                                                        \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
+                 "xorl %k[obj], %k[obj]\n\t" /* 0 on every way to empty */                      \
                  "movl %%fs:4(%[off]), %%eax\n\t" /* cpu_id */                                  \
                  "cmpl %[cpus], %%eax\n\t"                                                      \
-                 "jae %l[" #empty "]\n\t"                                                       \
+                 "jae 2f\n\t"                                                                   \
                  "imulq %[stride], %%rax, %%rax\n\t"                                            \
                  "addq %[slot], %%rax\n\t"                                                      \
+                 "cmpl $0, %c[limit](%%rax)\n\t" /* stopped (a drain): empty */                 \
+                 "je 2f\n\t"                                                                    \
                  "movq (%%rax), %[obj]\n\t"                                                     \
                  "testq %[obj], %[obj]\n\t"                                                     \
-                 "jz %l[" #empty "]\n\t"                                                        \
+                 "jz 2f\n\t"                                                                    \
                  "movq (%[obj]), %%rcx\n\t"                                                     \
                  "movq %%rcx, (%%rax)\n\t" /* commit */                                         \
                  "2:\n\t"                                                                       \
@@ -78,9 +87,12 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
                  ".popsection\n\t"                                                              \
                  : [obj] "=&r"(obj_)                                                            \
                  : [slot] "r"(slot0_), [off] "r"(off_), [cpus] "m"(*(cpus_)),                   \
-                   [stride] "i"(PCM_RSEQ_STRIDE)                                                \
+                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "i"(PCM_RSEQ_STRIDE)            \
                  : "rax", "rcx", "memory", "cc"                                                 \
-                 : empty, aborted)
+                 : aborted);                                                                    \
+        if (!(obj_))                                                                            \
+            goto empty;                                                                         \
+    } while (0)
 
 /*
  * C:  cpu = area->cpu_id;
@@ -133,6 +145,7 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
 /*
  * C:  cpu = area->cpu_id;
  *     if (cpu != owner) return EMPTY;
+ *     if (the slot's bin's limit == 0) return EMPTY;   (stopped: a drain)
  *     top = slot0[cpu * stride];  slot0[cpu * stride] = 0;   <- commit
  *     return top;                  (abort: return PCM_RSEQ_ABORTED)
  */
@@ -147,6 +160,8 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "jne 5f\n\t"
         "imulq %[stride], %%rax, %%rax\n\t"
         "addq %[slot0], %%rax\n\t"
+        "cmpl $0, %c[limit](%%rax)\n\t" /* stopped (a drain): empty */
+        "je 5f\n\t"
         "movq (%%rax), %[chain]\n\t"
         "movq $0, (%%rax)\n\t" /* commit */
         "2:\n\t"
@@ -159,7 +174,8 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         ".popsection\n\t"
         "6:\n\t"
         : [chain] "=&r"(chain)
-        : [slot0] "r"(slot0), [off] "r"(off), [owner] "r"(owner), [stride] "i"(PCM_RSEQ_STRIDE)
+        : [slot0] "r"(slot0), [off] "r"(off), [owner] "r"(owner), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),
+          [stride] "i"(PCM_RSEQ_STRIDE)
         : "rax", "memory", "cc");
     return chain;
 }

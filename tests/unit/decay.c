@@ -1,0 +1,133 @@
+/*
+ * tests/unit/decay.c - the decay tick empties the caches of a CPU whose
+ * heap stayed idle (no refill, no flush) for a whole purge delay, from
+ * whatever CPU ticks: a thread fills its CPU's cache and exits, and a
+ * few periods later - the ticks run on large allocations here - that
+ * cache is empty, its objects back in their spans, and the heap counts
+ * a drain.  On the rseq path that is another CPU's cache, which only a
+ * membarrier fence lets us take (cache_rseq_slow.c); on the CAS path any
+ * thread may.  With one allowed CPU both threads share it, which tests
+ * the same thing.  Options are set in pcm_opts directly, as
+ * PCMALLOC_PURGE_DELAY would set them.
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "decay.h"
+#include "fast_path.h"
+#include "heap.h"
+#include "init.h"
+#include "sizeclass.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+#define OBJECTS 300u
+#define OBJECT_SIZE 48u
+#define DELAY_MS 30u
+
+static bool pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+/* The first and the last CPU this process may run on. */
+static void allowed_cpus(int *first, int *last)
+{
+    cpu_set_t set;
+    *first = *last = -1;
+    if (sched_getaffinity(0, sizeof set, &set))
+        return;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set))
+            continue;
+        if (*first < 0)
+            *first = cpu;
+        *last = cpu;
+    }
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t))
+        ;
+}
+
+static int worker_cpu;
+static bool worker_pinned;
+
+/* Fill this CPU's cache of the class: every object freed here, none
+ * flushed (the class's cache holds more than OBJECTS). */
+static void *fill_cache(void *unused)
+{
+    (void)unused;
+    static void *objects[OBJECTS];
+    worker_pinned = pin(worker_cpu);
+    for (unsigned i = 0; i < OBJECTS; i++)
+        objects[i] = pcm_malloc(OBJECT_SIZE);
+    for (unsigned i = 0; i < OBJECTS; i++)
+        pcm_free(objects[i]);
+    return NULL;
+}
+
+static pcm_word_t cache_top(struct pcm_heap *h, unsigned cls)
+{
+    return pcm_load_relaxed(&h->bins[cls].cache.half.ptr);
+}
+
+PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
+{
+    pcm_free(pcm_malloc(1)); /* initialised: the path chosen, pcm_opts final */
+    unsigned cls = pcm_size_class(OBJECT_SIZE);
+    PCM_REQUIRE(pcm_bin_shapes[cls].limit > OBJECTS, "the %u-byte cache holds only %u", OBJECT_SIZE,
+                pcm_bin_shapes[cls].limit);
+    int first, last;
+    allowed_cpus(&first, &last);
+    PCM_REQUIRE(first >= 0, "no CPU to run on");
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    PCM_REQUIRE(pin(first), "cannot pin to CPU %d", first);
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = DELAY_MS;
+
+    worker_cpu = last;
+    pthread_t thread;
+    PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
+    pthread_join(thread, NULL);
+    PCM_REQUIRE(worker_pinned, "cannot pin the worker to CPU %d", last);
+    struct pcm_heap *h = &pcm_heaps[(unsigned)last % pcm_heap_count];
+    PCM_REQUIRE(cache_top(h, cls), "CPU %d's cache of %u bytes is empty after %u frees there", last, OBJECT_SIZE,
+                OBJECTS);
+    pcm_word_t drains = h->stats.drains, returned = h->stats.returned[cls];
+
+    /* Ticks come with large allocations; the heap's first tick notes its
+     * activity, the next finds it unchanged.  Nothing here refills or
+     * flushes the worker's CPU's caches. */
+    unsigned periods = 0;
+    for (; periods < 40 && cache_top(h, cls); periods++) {
+        sleep_ms(DELAY_MS);
+        pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
+    }
+    pcm_test_printf("  %s path: CPU %d's cache drained after %u periods of %u ms, from CPU %d\n", pcm_fast_path_name(),
+                    last, periods, DELAY_MS, first);
+    PCM_CHECK(!cache_top(h, cls), "CPU %d's cache still holds objects after %u idle periods", last, periods);
+    PCM_CHECK(h->stats.drains > drains, "no drain counted (%lu)", (unsigned long)h->stats.drains);
+    PCM_CHECK(h->stats.returned[cls] - returned >= OBJECTS, "%lu objects back in their spans, %u cached",
+              (unsigned long)(h->stats.returned[cls] - returned), OBJECTS);
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        PCM_CHECK(!pcm_fast_path_is_rseq() || h->bins[c].limit == pcm_bin_shapes[c].limit,
+                  "class %u: limit %u after the drain, not %u", c, h->bins[c].limit, pcm_bin_shapes[c].limit);
+
+    /* The CPU's caches work as before. */
+    PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
+    pthread_join(thread, NULL);
+    PCM_CHECK(cache_top(h, cls), "CPU %d caches nothing after the drain", last);
+    pcm_opts.purge_delay_ms = saved_delay;
+    sched_setaffinity(0, sizeof saved, &saved);
+}
