@@ -370,9 +370,12 @@ static void *take_stopped(volatile pcm_pair_t *list)
  * section running there, which then reads 0, and orders every slot
  * written before it before our loads; the slots are then ours.  A second
  * fence after they are emptied makes a section that later reads a limit
- * back also read its empty slot - arm64 may load the slot before the
- * limit in one section, and only a restart at the fence keeps it from
- * using a slot loaded before we emptied it.  Should that fence fail, the
+ * back also read its empty slot: a section that started after the first
+ * fence may have read its slot before we emptied it (a push reads the
+ * slot before the limit in program order; arm64 may reorder a pop's two
+ * loads too) and would commit a link into objects already in their spans
+ * if it then read the reopened limit - the second fence restarts it.
+ * Should that fence fail, the
  * limits stay 0 (every push and pop of that CPU takes its slow half,
  * which works with them) rather than reopen the lists unfenced; the next
  * drain of h opens them.
