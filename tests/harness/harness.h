@@ -94,6 +94,11 @@ unsigned pcm_test_cpu_count(void);
 /* Give the CPU away (sched_yield): spin-waits in tests call it now and then,
  * so a waiter sharing a core with the worker it waits for lets it run. */
 void pcm_test_yield(void);
+/* Pin the calling thread to one CPU (sched_setaffinity); false if it
+ * may not run there.  The first and the last CPU this process may run
+ * on (-1 if it cannot tell).  libc platform only. */
+bool pcm_test_pin(int cpu);
+void pcm_test_allowed_cpus(int *first, int *last);
 const char *pcm_test_getenv(const char *name);
 uint64_t pcm_test_clock_ns(void);
 void pcm_test_exit(int code) __attribute__((noreturn));

@@ -92,6 +92,29 @@ void pcm_test_yield(void)
     sched_yield();
 }
 
+bool pcm_test_pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+void pcm_test_allowed_cpus(int *first, int *last)
+{
+    cpu_set_t set;
+    *first = *last = -1;
+    if (sched_getaffinity(0, sizeof set, &set))
+        return;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set))
+            continue;
+        if (*first < 0)
+            *first = cpu;
+        *last = cpu;
+    }
+}
+
 const char *pcm_test_getenv(const char *name)
 {
     return getenv(name);

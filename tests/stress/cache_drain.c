@@ -163,29 +163,7 @@ static bool fence_works(void)
     return pcm_fast_path_is_rseq() && pcm_os_rseq_fence(pcm_heap_current_index());
 }
 
-static bool pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set) == 0;
-}
 
-/* The first and the last CPU this process may run on. */
-static void allowed_cpus(int *first, int *last)
-{
-    cpu_set_t set;
-    *first = *last = -1;
-    if (sched_getaffinity(0, sizeof set, &set))
-        return;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &set))
-            continue;
-        if (*first < 0)
-            *first = cpu;
-        *last = cpu;
-    }
-}
 
 static void check_fast_path(void)
 {
@@ -385,7 +363,7 @@ static struct drain_count hot_drained;
 /* Drain hot_cpu's heap from drain_cpu for HOT_MS, then stop the worker. */
 static void hot_drainer(void)
 {
-    PCM_CHECK(pin(drain_cpu), "cannot pin the drainer to CPU %d", drain_cpu);
+    PCM_CHECK(pcm_test_pin(drain_cpu), "cannot pin the drainer to CPU %d", drain_cpu);
     /* This CPU's heap ready too: when the drains keep the worker off its
      * own heap's lock, it takes objects here, and frees them through its
      * CPU's outgoing lists (rseq path) - which the drains empty as well. */
@@ -411,7 +389,7 @@ static void hot_worker(unsigned index)
 {
     void *live[HOT_LIVE] = {0};
     uint64_t rng = pcm_test_seed() * 2 + 1, serial = 0;
-    hot_pinned = pin(hot_cpu);
+    hot_pinned = pcm_test_pin(hot_cpu);
     while (hot_pinned && !__atomic_load_n(&hot_stop, __ATOMIC_ACQUIRE)) {
         unsigned i = (unsigned)(pcm_test_rand(&rng) % HOT_LIVE);
         if (!live[i]) {
@@ -447,7 +425,7 @@ static void hot_thread(void *arg, unsigned index)
  * the hot thread's sizes from there. */
 static void sweep(int cpu, uint64_t *rng)
 {
-    if (!pin(cpu)) {
+    if (!pcm_test_pin(cpu)) {
         PCM_CHECK(false, "cannot pin to CPU %d", cpu);
         return;
     }
@@ -464,7 +442,7 @@ PCM_TEST(cache_drain_hot_cpu)
 {
     pcm_free(pcm_malloc(1));
     bool rseq = pcm_fast_path_is_rseq(), fence = fence_works();
-    allowed_cpus(&drain_cpu, &hot_cpu);
+    pcm_test_allowed_cpus(&drain_cpu, &hot_cpu);
     PCM_REQUIRE(drain_cpu >= 0, "no CPU to run on");
     cpu_set_t saved;
     PCM_REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0, "sched_getaffinity failed");
@@ -497,7 +475,7 @@ static void fill_cache(void *arg, unsigned index)
 {
     (void)arg;
     static void *objects[FILL_OBJECTS];
-    fill_pinned = pin(fill_cpu);
+    fill_pinned = pcm_test_pin(fill_cpu);
     if (!fill_pinned)
         return;
     for (unsigned i = 0; i < FILL_OBJECTS; i++) {
@@ -512,7 +490,7 @@ static void fill_cache(void *arg, unsigned index)
 static void use_again(void *arg, unsigned index)
 {
     (void)arg;
-    fill_pinned = pin(fill_cpu);
+    fill_pinned = pcm_test_pin(fill_cpu);
     if (!fill_pinned)
         return;
     refreshed = object_new(FILL_SIZE, 0xA6A1000000ull);
@@ -528,11 +506,11 @@ PCM_TEST(cache_drain_of_a_pinned_cpu)
     PCM_REQUIRE(pcm_bin_shapes[cls].limit >= FILL_OBJECTS, "the %u-byte cache holds only %u", FILL_SIZE,
                 pcm_bin_shapes[cls].limit);
     int first, last;
-    allowed_cpus(&first, &last);
+    pcm_test_allowed_cpus(&first, &last);
     PCM_REQUIRE(first >= 0, "no CPU to run on");
     cpu_set_t saved;
     PCM_REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0, "sched_getaffinity failed");
-    PCM_REQUIRE(pin(first), "cannot pin to CPU %d", first);
+    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
     fill_cpu = last;
     /* The heap of a CPU: its number on the rseq path, modulo the heaps
      * on the CAS path (pcm_heap_current_index). */

@@ -28,29 +28,7 @@
 #define OBJECT_SIZE 48u
 #define DELAY_MS 30u
 
-static bool pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set) == 0;
-}
 
-/* The first and the last CPU this process may run on. */
-static void allowed_cpus(int *first, int *last)
-{
-    cpu_set_t set;
-    *first = *last = -1;
-    if (sched_getaffinity(0, sizeof set, &set))
-        return;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &set))
-            continue;
-        if (*first < 0)
-            *first = cpu;
-        *last = cpu;
-    }
-}
 
 static void sleep_ms(long ms)
 {
@@ -68,7 +46,7 @@ static void *fill_cache(void *unused)
 {
     (void)unused;
     static void *objects[OBJECTS];
-    worker_pinned = pin(worker_cpu);
+    worker_pinned = pcm_test_pin(worker_cpu);
     for (unsigned i = 0; i < OBJECTS; i++)
         objects[i] = pcm_malloc(OBJECT_SIZE);
     for (unsigned i = 0; i < OBJECTS; i++)
@@ -88,11 +66,11 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     PCM_REQUIRE(pcm_bin_shapes[cls].limit > OBJECTS, "the %u-byte cache holds only %u", OBJECT_SIZE,
                 pcm_bin_shapes[cls].limit);
     int first, last;
-    allowed_cpus(&first, &last);
+    pcm_test_allowed_cpus(&first, &last);
     PCM_REQUIRE(first >= 0, "no CPU to run on");
     cpu_set_t saved;
     sched_getaffinity(0, sizeof saved, &saved);
-    PCM_REQUIRE(pin(first), "cannot pin to CPU %d", first);
+    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
     unsigned saved_delay = pcm_opts.purge_delay_ms;
     pcm_opts.purge_delay_ms = DELAY_MS;
 

@@ -42,14 +42,6 @@ static void started(void)
 }
 
 #ifdef PCM_ARCH_RSEQ
-static bool pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof set, &set) == 0;
-}
-
 /* The first two CPUs this process may run on (-1 where there are none). */
 static void allowed_cpus(int out[2])
 {
@@ -107,7 +99,7 @@ PCM_TEST(rseq_free_lands_in_this_cpus_slot)
     int cpus[2];
     allowed_cpus(cpus);
     for (int i = 0; i < 2 && cpus[i] >= 0; i++) {
-        PCM_REQUIRE(pin(cpus[i]), "cannot pin to CPU %d", cpus[i]);
+        PCM_REQUIRE(pcm_test_pin(cpus[i]), "cannot pin to CPU %d", cpus[i]);
         unsigned cls = pcm_size_class(40);
         void *p = pcm_malloc(40);
         PCM_REQUIRE(p, "malloc failed");
@@ -139,7 +131,7 @@ struct handoff {
 static void *free_on_cpu(void *arg)
 {
     struct handoff *h = arg;
-    if (pin(h->cpu)) {
+    if (pcm_test_pin(h->cpu)) {
         /* An allocation here first: a heap is made ready by its first
          * refill, and until then every push onto its caches goes the
          * slow way (heap.h). */
@@ -163,7 +155,7 @@ static void *free_on_cpu(void *arg)
  * reach its owner's remote queue only at that CPU's flush. */
 static void free_elsewhere(const int cpus[2], size_t size, bool cached)
 {
-    PCM_REQUIRE(pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     void *p = pcm_malloc(size);
     PCM_REQUIRE(p, "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
@@ -207,7 +199,7 @@ struct batch_handoff {
 static void *free_batch_on_cpu(void *arg)
 {
     struct batch_handoff *b = arg;
-    if (pin(b->cpu)) {
+    if (pcm_test_pin(b->cpu)) {
         pcm_free(pcm_malloc(56)); /* the heap made ready (free_on_cpu) */
         for (unsigned i = 0; i < BATCH; i++)
             pcm_free(b->p[i]);
@@ -237,7 +229,7 @@ static bool chain_holds(pcm_word_t chain, void *const *p, unsigned n, unsigned *
  * home in one push and itself after them, the rest wait. */
 static void free_batch_elsewhere(const int cpus[2])
 {
-    PCM_REQUIRE(pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     struct batch_handoff b = {cpus[1], {0}, 0};
     for (unsigned i = 0; i < BATCH; i++)
         PCM_REQUIRE(b.p[i] = pcm_malloc(56), "malloc failed");
@@ -273,7 +265,7 @@ static void free_batch_elsewhere(const int cpus[2])
     PCM_CHECK(chain_holds(b.outgoing_after_free, b.p + sent, BATCH - sent, &seen) && seen == BATCH - sent,
               "CPU %d's outgoing list holds %u objects, not the last %u freed", cpus[1], seen, BATCH - sent);
     /* The rest go home with CPU cpus[1]'s flush (malloc_trim). */
-    PCM_REQUIRE(pin(cpus[1]), "cannot pin to CPU %d", cpus[1]);
+    PCM_REQUIRE(pcm_test_pin(cpus[1]), "cannot pin to CPU %d", cpus[1]);
     pcm_heap_flush_caches_rseq();
     PCM_CHECK(outgoing_top(cpus[1], pcm_size_class(56)) == 0, "CPU %d's outgoing list not empty after its flush",
               cpus[1]);
