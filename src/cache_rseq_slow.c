@@ -375,10 +375,9 @@ static void *take_stopped(volatile pcm_pair_t *list)
  * slot before the limit in program order; arm64 may reorder a pop's two
  * loads too) and would commit a link into objects already in their spans
  * if it then read the reopened limit - the second fence restarts it.
- * Should that fence fail, the
- * limits stay 0 (every push and pop of that CPU takes its slow half,
- * which works with them) rather than reopen the lists unfenced; the next
- * drain of h opens them.
+ * Should that fence fail, the limits stay 0 (every push and pop of that
+ * CPU takes its slow half, which works with them) rather than reopen the
+ * lists unfenced; the next drain of h opens them.
  */
 bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h)
 {

@@ -57,7 +57,8 @@ struct pcm_bin {
     volatile pcm_pair_t cache;
     struct pcm_span *partial; /* spans that can give objects (lock) */
     /* pcm_bin_shapes[class].limit, copied here at start-up so that a push
-     * finds it on the cache line it writes anyway. */
+     * finds it on the cache line it writes anyway; 0 while a drain from
+     * another CPU has the list stopped (rseq path, heap lock held). */
     uint32_t limit;
 };
 
@@ -88,7 +89,7 @@ struct pcm_heap {
     struct pcm_segment *segments; /* lock */
     struct pcm_heap_stats stats;  /* lock */
     pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
-    struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: written once, by pcm_heap_prepare */
+    struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
     struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
 /* Page-aligned and a whole number of pages, so that a heap never shares a

@@ -20,8 +20,11 @@
  * thread running on CPU n, inside one of the sections below (the kernel
  * aborts a section the thread leaves the CPU in), so each operation is
  * plain loads and one committing store - no lock prefix, no exclusive
- * pair.  ABA cannot arise: no other thread can change the slot between a
- * section's load and its commit without the section being aborted.
+ * pair - or by a drain from another CPU while n's sections are stopped
+ * (their limit 0, which every section that needs no heap lock checks) and
+ * fenced by membarrier (cache_rseq_slow.c: pcm_heap_drain_caches_rseq_
+ * locked).  ABA cannot arise: no other thread can change the slot between
+ * a section's load and its commit without the section being aborted.
  * Never mixed with the CAS operations of percpu_cache.h: the path is
  * chosen once, before the first object is cached (fast_path.h).
  *
