@@ -18,7 +18,8 @@
 static void *refill_locked(struct pcm_heap *h, unsigned cls)
 {
     void *first, *last;
-    unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, false, &first, &last);
+    unsigned count = pcm_heap_cut_locked(h, cls, pcm_heap_batch(h, cls), false, &first, &last);
+    pcm_heap_refilled_locked(h, cls);
     if (!count)
         return NULL;
     if (__builtin_expect(pcm_fault_duplicate_refill, 0) && count > 1) {
@@ -62,13 +63,14 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_word_t *chain = pcm_cache_take_all(&bin->cache);
     pcm_word_t *keep_first = chain, *keep_last = NULL;
     unsigned kept = 0;
-    while (chain && kept < pcm_bin_shapes[cls].limit / 2) {
+    while (chain && kept < bin->limit / 2) {
         keep_last = chain;
         chain = pcm_link_next(chain, chain[0]);
         kept++;
     }
     pcm_heap_return_chain_locked(h, chain);
     pcm_heap_return_locked(h, obj);
+    pcm_heap_flushed_locked(h, cls);
     pcm_heap_drain_remote_locked(h);
     pcm_heap_unlock(h);
     if (kept)

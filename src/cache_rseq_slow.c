@@ -150,7 +150,8 @@ static void *refill(struct pcm_heap *h, unsigned cls)
     } else if ((obj = pop_any(cls)) == PCM_RSEQ_EMPTY) {
         /* (not refilled by another thread of this CPU meanwhile) */
         void *last;
-        unsigned count = pcm_heap_cut_locked(h, cls, pcm_bin_shapes[cls].batch, true, &obj, &last);
+        unsigned count = pcm_heap_cut_locked(h, cls, pcm_heap_batch(h, cls), true, &obj, &last);
+        pcm_heap_refilled_locked(h, cls);
         if (count) {
             void *rest = *(void **)obj;
             if (__builtin_expect(pcm_fault_duplicate_refill, 0) && rest) {
@@ -258,11 +259,13 @@ static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
         return;
     }
     h->stats.flushes++;
-    /* Give the top half and obj back, keep the bottom half: its depths,
-     * counted from the bottom, stay right, so it goes back as it is, in
-     * one section.  (The take is empty if the thread has left h's CPU
-     * since the push found the cache full.) */
-    void *chain = pcm_heap_return_first_locked(h, take_all_on(h, pcm_rseq_slot0(cls)), pcm_bin_shapes[cls].limit / 2);
+    /* Give a batch from the top and obj back, keep the rest: the top, the
+     * objects freed last, are still in this CPU's cache for the walk; the
+     * rest's depths, counted from the bottom, stay right, so it goes back
+     * as it is, in one section.  (The take is empty if the thread has left
+     * h's CPU since the push found the cache full.) */
+    void *chain = pcm_heap_return_first_locked(h, take_all_on(h, pcm_rseq_slot0(cls)), pcm_heap_batch(h, cls));
+    pcm_heap_flushed_locked(h, cls);
     /* obj home: into its span if h owns it, else onto its owner's queue */
     if (span->owner == pcm_heap_index(h))
         pcm_heap_return_locked(h, obj);
@@ -347,7 +350,7 @@ static bool anything_listed(struct pcm_heap *h)
 static void set_limits(struct pcm_heap *h, bool open)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        *(volatile uint32_t *)&h->bins[c].limit = open ? pcm_bin_shapes[c].limit : 0;
+        *(volatile uint32_t *)&h->bins[c].limit = open ? pcm_bin_shapes[c].start : 0;
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
         *(volatile uint32_t *)&h->outgoing[c].limit = open ? PCM_OUTGOING_LIMIT : 0;
 }

@@ -20,7 +20,7 @@ static volatile pcm_word_t last_tick_ms;
 static pcm_word_t now_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (pcm_word_t)ts.tv_sec * 1000u + (pcm_word_t)(ts.tv_nsec / 1000000);
 }
 

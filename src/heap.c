@@ -30,12 +30,22 @@ int pcm_fault_duplicate_refill;
 static volatile pcm_word_t prepare_lock;
 
 /* A cache holds up to 64 KiB of one class, and at least 4 objects (at most
- * 1024); a refill moves up to half that, at most 64 objects. */
+ * 1024); it starts at 8 KiB's worth (heap.h: pcm_heap_flushed_locked); a
+ * refill or a flush moves half its limit, at most 64 objects. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 #define CACHE_BYTES (64u * 1024)
+#define CACHE_START_BYTES (8u * 1024)
 #define CACHE_MIN 4u
 #define CACHE_MAX 1024u
 #define BATCH_MAX 64u
+/* Flushes in a row, with no refill, before a cache's limit halves. */
+#define SHRINK_AFTER 16u
+#define ADAPT_REFILLED 0x80u
+
+static uint32_t clamp_limit(uint32_t limit)
+{
+    return limit < CACHE_MIN ? CACHE_MIN : limit > CACHE_MAX ? CACHE_MAX : limit;
+}
 
 _Static_assert(CACHE_MAX * 2 <= PCM_DEPTH_MASK, "depth field holds a cache and a refill");
 
@@ -53,10 +63,8 @@ bool pcm_heaps_init(unsigned count)
      * write; the hint is best effort (the kernel may have THP off). */
     pcm_os_no_huge_pages(map, bytes);
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
-        uint32_t limit = CACHE_BYTES / (uint32_t)pcm_class_size(c);
-        limit = limit < CACHE_MIN ? CACHE_MIN : limit > CACHE_MAX ? CACHE_MAX : limit;
-        pcm_bin_shapes[c].limit = limit;
-        pcm_bin_shapes[c].batch = limit / 2 > BATCH_MAX ? BATCH_MAX : limit / 2;
+        pcm_bin_shapes[c].limit = clamp_limit(CACHE_BYTES / (uint32_t)pcm_class_size(c));
+        pcm_bin_shapes[c].start = clamp_limit(CACHE_START_BYTES / (uint32_t)pcm_class_size(c));
     }
     pcm_heap_ready = (volatile pcm_word_t *)map;
     pcm_heap_count = count;
@@ -86,7 +94,7 @@ void pcm_heap_prepare_slow(struct pcm_heap *h)
     prepare_lock_take();
     if (!pcm_heap_is_ready(i)) {
         for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-            h->bins[c].limit = pcm_bin_shapes[c].limit;
+            h->bins[c].limit = pcm_bin_shapes[c].start;
         for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
             h->outgoing[c].limit = PCM_OUTGOING_LIMIT;
         /* Only the lock's holder writes the bitmap, so load and store
@@ -153,6 +161,45 @@ void pcm_heaps_unlock_all(void)
         if (pcm_heap_is_ready(i))
             pcm_heap_unlock(&pcm_heaps[i]);
     prepare_lock_give();
+}
+
+/* ---- each cache's limit (lock held) ---- */
+
+/* Written plain: the fast path reads a limit as a bound only, and every
+ * writer holds h's lock (a drain's too). */
+static void set_limit(struct pcm_heap *h, unsigned cls, uint32_t limit)
+{
+    *(volatile uint32_t *)&h->bins[cls].limit = limit;
+}
+
+void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
+{
+    h->adapt[cls] = ADAPT_REFILLED;
+}
+
+void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
+{
+    uint32_t limit = h->bins[cls].limit;
+    unsigned adapt = h->adapt[cls];
+    if (adapt & ADAPT_REFILLED) {
+        adapt = 0;
+        if (limit && limit < pcm_bin_shapes[cls].limit)
+            set_limit(h, cls, limit * 2 < pcm_bin_shapes[cls].limit ? limit * 2 : pcm_bin_shapes[cls].limit);
+    } else if (++adapt == SHRINK_AFTER) {
+        adapt = 0;
+        if (limit > pcm_bin_shapes[cls].start)
+            set_limit(h, cls, limit / 2 > pcm_bin_shapes[cls].start ? limit / 2 : pcm_bin_shapes[cls].start);
+    }
+    h->adapt[cls] = (uint8_t)adapt;
+}
+
+unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
+{
+    uint32_t limit = *(const volatile uint32_t *)&h->bins[cls].limit;
+    if (!limit) /* stopped by a drain */
+        limit = pcm_bin_shapes[cls].start;
+    uint32_t batch = limit / 2;
+    return batch > BATCH_MAX ? BATCH_MAX : batch ? batch : 1;
 }
 
 /* ---- the partial list of a bin (lock held) ---- */
@@ -283,6 +330,10 @@ void *pcm_heap_return_first_locked(struct pcm_heap *h, void *chain, size_t n)
 
 void pcm_heap_drain_remote_locked(struct pcm_heap *h)
 {
+    /* A look first: most refills and flushes find the queue empty, and a
+     * load leaves the line shared where a swap would take it over. */
+    if (!pcm_load_relaxed(&h->remote))
+        return;
     /* acq_rel: acquire pairs with the pushers' release CAS */
     void *chain = (void *)pcm_swap_acq_rel(&h->remote, 0);
     if (chain)

@@ -65,8 +65,8 @@ struct pcm_bin {
 /* The same for every heap, written once at start-up: a table apart from
  * the heaps, so reading it never touches another CPU's cache lines. */
 struct pcm_bin_shape {
-    uint32_t limit; /* most objects a cache of the class holds */
-    uint32_t batch; /* objects moved per refill */
+    uint32_t limit; /* most objects a cache of the class ever holds */
+    uint32_t start; /* its limit until it proves too small (pcm_heap_flushed_locked) */
 };
 extern struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT] __attribute__((visibility("hidden")));
 
@@ -89,6 +89,7 @@ struct pcm_heap {
     struct pcm_segment *segments; /* lock */
     struct pcm_heap_stats stats;  /* lock */
     pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
+    uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
     struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
@@ -185,6 +186,21 @@ void pcm_heap_flush_caches_rseq(void);
  * cached, or no fence in this kernel). */
 bool pcm_heap_drain_caches_cas_locked(struct pcm_heap *h);
 bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
+
+/* ---- each cache's limit, fitted to its use (heap.c; h's lock) ---- */
+
+/* A cache starts at its shape's `start` and grows (up to `limit`) when a
+ * flush follows a refill: the program's batches of that class go out and
+ * come back in more than the cache holds.  It shrinks back when flushes
+ * come in a row with no refill between: objects only come back, and a
+ * large cache would only hold them longer - colder, so that the flush,
+ * which walks them, misses the cache on each.  A limit of 0 (stopped by a
+ * drain, cache_rseq_slow.c) is left alone. */
+void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls);
+void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls);
+/* Objects a refill moves into h's cache of cls, or a flush takes out of
+ * it: half its limit now, at most 64 and at least 1. */
+unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls);
 
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
 

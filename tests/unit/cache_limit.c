@@ -1,0 +1,101 @@
+/*
+ * tests/unit/cache_limit.c - each CPU cache's limit follows its use
+ * (heap.h: pcm_heap_flushed_locked): it starts small, grows while a
+ * program's batches go out and come back in more than it holds, until a
+ * batch fits and rounds of malloc and free no longer flush; and falls back
+ * to its start when objects only come back.  The thread is pinned, so one
+ * heap's cache serves it throughout; both paths run it (the suite runs
+ * with rseq on and off).
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "fast_path.h"
+#include "heap.h"
+#include "sizeclass.h"
+
+#include <sched.h>
+
+#define OBJECT_SIZE 64u
+#define BATCH 1000u
+#define ROUNDS 8u
+#define MANY 20000u
+
+static void *objects[MANY];
+
+static uint64_t stamp(unsigned i)
+{
+    return 0x11A17000000ull | i;
+}
+
+/* malloc n objects and write each whole. */
+static void allocate(unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        objects[i] = pcm_malloc(OBJECT_SIZE);
+        PCM_REQUIRE(objects[i], "out of memory at object %u", i);
+        for (unsigned w = 0; w < OBJECT_SIZE / 8; w++)
+            ((uint64_t *)objects[i])[w] = stamp(i) + w;
+    }
+}
+
+/* Check each of the n objects whole, then free them in order. */
+static void release(unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned w = 0; w < OBJECT_SIZE / 8; w++)
+            PCM_REQUIRE(((uint64_t *)objects[i])[w] == stamp(i) + w, "object %u (%p) word %u overwritten", i,
+                        objects[i], w);
+        pcm_free(objects[i]);
+    }
+}
+
+PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
+{
+    pcm_free(pcm_malloc(1)); /* initialised: the path chosen */
+    int first, last;
+    pcm_test_allowed_cpus(&first, &last);
+    PCM_REQUIRE(first >= 0, "no CPU to run on");
+    cpu_set_t saved;
+    PCM_REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0, "sched_getaffinity failed");
+    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
+    unsigned cls = pcm_size_class(OBJECT_SIZE);
+    const struct pcm_bin_shape shape = pcm_bin_shapes[cls];
+    PCM_REQUIRE(shape.start < BATCH && BATCH <= shape.limit, "the %u-byte cache: start %u, most %u", OBJECT_SIZE,
+                shape.start, shape.limit);
+    struct pcm_heap *h = pcm_heap_current();
+    volatile uint32_t *limit = &h->bins[cls].limit;
+
+    /* Rounds of a batch out and back: the limit doubles on each flush
+     * that follows a refill, so by the last round the batch fits. */
+    uint32_t before = *limit;
+    pcm_word_t flushes = 0;
+    for (unsigned round = 0; round < ROUNDS; round++) {
+        flushes = h->stats.flushes;
+        allocate(BATCH);
+        release(BATCH);
+        flushes = h->stats.flushes - flushes;
+    }
+    pcm_test_printf("  %s path: limit %u at the start, %u after %u rounds of %u, %lu flushes in the last\n",
+                    pcm_fast_path_name(), before, *limit, ROUNDS, BATCH, (unsigned long)flushes);
+    PCM_CHECK(before <= shape.start, "limit %u before any flush, above the start %u", before, shape.start);
+    PCM_CHECK(*limit >= BATCH, "limit %u after %u rounds of %u", *limit, ROUNDS, BATCH);
+    PCM_CHECK(flushes == 0, "%lu flushes in the last round of %u", (unsigned long)flushes, BATCH);
+
+    /* Many out, then all back: flushes come in a row with no refill
+     * between, and the limit halves down to its start. */
+    allocate(MANY);
+    release(MANY);
+    pcm_test_printf("  limit %u after %u objects freed in a row\n", *limit, MANY);
+    PCM_CHECK(*limit == shape.start, "limit %u after %u frees in a row, not the start %u", *limit, MANY,
+              shape.start);
+
+    /* And it grows again. */
+    for (unsigned round = 0; round < ROUNDS; round++) {
+        allocate(BATCH);
+        release(BATCH);
+    }
+    PCM_CHECK(*limit >= BATCH, "limit %u after %u more rounds of %u", *limit, ROUNDS, BATCH);
+    sched_setaffinity(0, sizeof saved, &saved);
+}
