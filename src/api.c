@@ -164,7 +164,7 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
     unsigned current = pcm_heap_current_index();
     if (__builtin_expect(span->owner == current, 1)) {
         struct pcm_heap *h = &pcm_heaps[current];
-        if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, h->bins[cls].limit), 0))
+        if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, pcm_bin_limit(&h->bins[cls])), 0))
             pcm_heap_free_slow(h, cls, p);
     } else {
         pcm_remote_free(&pcm_heaps[span->owner], p);

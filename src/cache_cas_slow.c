@@ -63,7 +63,7 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_word_t *chain = pcm_cache_take_all(&bin->cache);
     pcm_word_t *keep_first = chain, *keep_last = NULL;
     unsigned kept = 0;
-    while (chain && kept < bin->limit / 2) {
+    while (chain && kept < pcm_bin_limit(bin) / 2) {
         keep_last = chain;
         chain = pcm_link_next(chain, chain[0]);
         kept++;

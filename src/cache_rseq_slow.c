@@ -350,9 +350,9 @@ static bool anything_listed(struct pcm_heap *h)
 static void set_limits(struct pcm_heap *h, bool open)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        *(volatile uint32_t *)&h->bins[c].limit = open ? pcm_bin_shapes[c].start : 0;
+        pcm_bin_set_limit(&h->bins[c], open ? pcm_bin_shapes[c].start : 0);
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-        *(volatile uint32_t *)&h->outgoing[c].limit = open ? PCM_OUTGOING_LIMIT : 0;
+        pcm_bin_set_limit(&h->outgoing[c], open ? PCM_OUTGOING_LIMIT : 0);
 }
 
 /* A list's whole chain, taken by its owner for good (see below). */
@@ -386,7 +386,7 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h)
 {
     unsigned cpu = pcm_heap_index(h);
     /* (a ready heap's limits are 0 only if a drain left them stopped) */
-    if (!anything_listed(h) && *(volatile uint32_t *)&h->bins[0].limit)
+    if (!anything_listed(h) && pcm_bin_limit(&h->bins[0]))
         return false;
     set_limits(h, false);
     if (!pcm_os_rseq_fence(cpu)) {

@@ -11,6 +11,10 @@ extern const unsigned int __rseq_size __attribute__((weak));
 ptrdiff_t pcm_cpu_rseq_offset;
 bool pcm_cpu_rseq_present;
 
+#ifdef PCM_RSEQ_SIMULATION
+static __thread struct rseq simulated_area __attribute__((tls_model("initial-exec"), aligned(32)));
+#endif
+
 void pcm_cpu_init(void)
 {
     /* Up to rseq_cs: the restartable sequences need that field too.
@@ -23,12 +27,15 @@ void pcm_cpu_init(void)
     }
 #ifdef PCM_RSEQ_SIMULATION
     /* For counting the rseq path's instructions under valgrind (bench/
-     * callgrind.py), which has no rseq: glibc's area exists but the kernel
-     * never filled it, so say CPU 0.  Nothing restarts the sections, so a
-     * build with this is correct single-threaded only: never a release. */
-    else if (&__rseq_offset && &__rseq_size && __rseq_size == 0) {
-        pcm_cpu_rseq_offset = __rseq_offset;
-        ((volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset))->cpu_id = 0;
+     * callgrind.py), which has no rseq: glibc registered no area, so the
+     * sections use an area of our own in every thread's static TLS, all
+     * zeroes - CPU 0.  Not glibc's (writing a CPU number there would tell
+     * pthread_create the main thread registered, and a new thread whose
+     * registration then fails is fatal to glibc).  Nothing restarts the
+     * sections, so a build with this is correct while one thread at a
+     * time allocates: never a release. */
+    else if (&__rseq_size && __rseq_size == 0) {
+        pcm_cpu_rseq_offset = (char *)&simulated_area - (char *)__builtin_thread_pointer();
         pcm_cpu_rseq_present = true;
     }
 #endif

@@ -94,9 +94,9 @@ void pcm_heap_prepare_slow(struct pcm_heap *h)
     prepare_lock_take();
     if (!pcm_heap_is_ready(i)) {
         for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-            h->bins[c].limit = pcm_bin_shapes[c].start;
+            pcm_bin_set_limit(&h->bins[c], pcm_bin_shapes[c].start);
         for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-            h->outgoing[c].limit = PCM_OUTGOING_LIMIT;
+            pcm_bin_set_limit(&h->outgoing[c], PCM_OUTGOING_LIMIT);
         /* Only the lock's holder writes the bitmap, so load and store
          * suffice.  release: the limits above are visible to whoever sees
          * the bit (pcm_heap_is_ready's acquire). */
@@ -165,13 +165,6 @@ void pcm_heaps_unlock_all(void)
 
 /* ---- each cache's limit (lock held) ---- */
 
-/* Written plain: the fast path reads a limit as a bound only, and every
- * writer holds h's lock (a drain's too). */
-static void set_limit(struct pcm_heap *h, unsigned cls, uint32_t limit)
-{
-    *(volatile uint32_t *)&h->bins[cls].limit = limit;
-}
-
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
 {
     h->adapt[cls] = ADAPT_REFILLED;
@@ -179,23 +172,23 @@ void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
 
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
 {
-    uint32_t limit = h->bins[cls].limit;
+    uint32_t limit = pcm_bin_limit(&h->bins[cls]);
     unsigned adapt = h->adapt[cls];
     if (adapt & ADAPT_REFILLED) {
         adapt = 0;
         if (limit && limit < pcm_bin_shapes[cls].limit)
-            set_limit(h, cls, limit * 2 < pcm_bin_shapes[cls].limit ? limit * 2 : pcm_bin_shapes[cls].limit);
+            pcm_bin_set_limit(&h->bins[cls], limit * 2 < pcm_bin_shapes[cls].limit ? limit * 2 : pcm_bin_shapes[cls].limit);
     } else if (++adapt == SHRINK_AFTER) {
         adapt = 0;
         if (limit > pcm_bin_shapes[cls].start)
-            set_limit(h, cls, limit / 2 > pcm_bin_shapes[cls].start ? limit / 2 : pcm_bin_shapes[cls].start);
+            pcm_bin_set_limit(&h->bins[cls], limit / 2 > pcm_bin_shapes[cls].start ? limit / 2 : pcm_bin_shapes[cls].start);
     }
     h->adapt[cls] = (uint8_t)adapt;
 }
 
 unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
 {
-    uint32_t limit = *(const volatile uint32_t *)&h->bins[cls].limit;
+    uint32_t limit = pcm_bin_limit(&h->bins[cls]);
     if (!limit) /* stopped by a drain */
         limit = pcm_bin_shapes[cls].start;
     uint32_t batch = limit / 2;

@@ -56,11 +56,25 @@
 struct pcm_bin {
     volatile pcm_pair_t cache;
     struct pcm_span *partial; /* spans that can give objects (lock) */
-    /* pcm_bin_shapes[class].limit, copied here at start-up so that a push
-     * finds it on the cache line it writes anyway; 0 while a drain from
-     * another CPU has the list stopped (rseq path, heap lock held). */
-    uint32_t limit;
+    /* Most objects the list holds now, on the cache line a push writes
+     * anyway: its shape's start at first, then fitted to its use
+     * (pcm_heap_flushed_locked); 0 while a drain from another CPU has the
+     * list stopped (rseq path, heap lock held).  A word, read and written
+     * relaxed (pcm_bin_limit): the fast path reads it as a bound only, so
+     * any value a writer stored will do; the rseq sections read its low 32
+     * bits (little-endian builds only). */
+    volatile pcm_word_t limit;
 };
+
+static inline uint32_t pcm_bin_limit(const struct pcm_bin *bin)
+{
+    return (uint32_t)pcm_load_relaxed(&bin->limit);
+}
+
+static inline void pcm_bin_set_limit(struct pcm_bin *bin, uint32_t limit)
+{
+    pcm_store_relaxed(&bin->limit, limit);
+}
 
 /* The same for every heap, written once at start-up: a table apart from
  * the heaps, so reading it never touches another CPU's cache lines. */

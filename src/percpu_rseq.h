@@ -76,6 +76,7 @@ _Static_assert(offsetof(struct pcm_bin, cache) == 0 && offsetof(pcm_pair_t, half
 
 #ifdef PCM_ARCH_RSEQ
 _Static_assert(PCM_DEPTH_BITS == 16 || PCM_DEPTH_BITS == 12, "arch_rseq.h reads the depth field by width");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the sections read a bin's limit word as its low 32 bits");
 _Static_assert(offsetof(struct rseq, cpu_id) == 4 && offsetof(struct rseq, rseq_cs) == 8,
                "arch_rseq.h addresses the rseq area's fields by offset");
 #endif

@@ -113,12 +113,12 @@ static bool object_check_free(void *p, unsigned index)
 static int limit_not_open(struct pcm_heap *h)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
-        uint32_t limit = *(volatile uint32_t *)&h->bins[c].limit;
+        uint32_t limit = pcm_bin_limit(&h->bins[c]);
         if (limit < pcm_bin_shapes[c].start || limit > pcm_bin_shapes[c].limit)
             return (int)c;
     }
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-        if (*(volatile uint32_t *)&h->outgoing[c].limit != PCM_OUTGOING_LIMIT)
+        if (pcm_bin_limit(&h->outgoing[c]) != PCM_OUTGOING_LIMIT)
             return (int)(PCM_CLASS_COUNT + c);
     return -1;
 }

@@ -65,11 +65,11 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
     PCM_REQUIRE(shape.start < BATCH && BATCH <= shape.limit, "the %u-byte cache: start %u, most %u", OBJECT_SIZE,
                 shape.start, shape.limit);
     struct pcm_heap *h = pcm_heap_current();
-    volatile uint32_t *limit = &h->bins[cls].limit;
+    struct pcm_bin *bin = &h->bins[cls];
 
     /* Rounds of a batch out and back: the limit doubles on each flush
      * that follows a refill, so by the last round the batch fits. */
-    uint32_t before = *limit;
+    uint32_t before = pcm_bin_limit(bin);
     pcm_word_t flushes = 0;
     for (unsigned round = 0; round < ROUNDS; round++) {
         flushes = h->stats.flushes;
@@ -78,24 +78,24 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
         flushes = h->stats.flushes - flushes;
     }
     pcm_test_printf("  %s path: limit %u at the start, %u after %u rounds of %u, %lu flushes in the last\n",
-                    pcm_fast_path_name(), before, *limit, ROUNDS, BATCH, (unsigned long)flushes);
+                    pcm_fast_path_name(), before, pcm_bin_limit(bin), ROUNDS, BATCH, (unsigned long)flushes);
     PCM_CHECK(before <= shape.start, "limit %u before any flush, above the start %u", before, shape.start);
-    PCM_CHECK(*limit >= BATCH, "limit %u after %u rounds of %u", *limit, ROUNDS, BATCH);
+    PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
     PCM_CHECK(flushes == 0, "%lu flushes in the last round of %u", (unsigned long)flushes, BATCH);
 
     /* Many out, then all back: flushes come in a row with no refill
      * between, and the limit halves down to its start. */
     allocate(MANY);
     release(MANY);
-    pcm_test_printf("  limit %u after %u objects freed in a row\n", *limit, MANY);
-    PCM_CHECK(*limit == shape.start, "limit %u after %u frees in a row, not the start %u", *limit, MANY,
-              shape.start);
+    pcm_test_printf("  limit %u after %u objects freed in a row\n", pcm_bin_limit(bin), MANY);
+    PCM_CHECK(pcm_bin_limit(bin) == shape.start, "limit %u after %u frees in a row, not the start %u",
+              pcm_bin_limit(bin), MANY, shape.start);
 
     /* And it grows again. */
     for (unsigned round = 0; round < ROUNDS; round++) {
         allocate(BATCH);
         release(BATCH);
     }
-    PCM_CHECK(*limit >= BATCH, "limit %u after %u more rounds of %u", *limit, ROUNDS, BATCH);
+    PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u more rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
     sched_setaffinity(0, sizeof saved, &saved);
 }

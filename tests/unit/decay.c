@@ -100,8 +100,9 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     PCM_CHECK(h->stats.returned[cls] - returned >= OBJECTS, "%lu objects back in their spans, %u cached",
               (unsigned long)(h->stats.returned[cls] - returned), OBJECTS);
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        PCM_CHECK(!pcm_fast_path_is_rseq() || h->bins[c].limit == pcm_bin_shapes[c].start,
-                  "class %u: limit %u after the drain, not %u", c, h->bins[c].limit, pcm_bin_shapes[c].start);
+        PCM_CHECK(!pcm_fast_path_is_rseq() || pcm_bin_limit(&h->bins[c]) == pcm_bin_shapes[c].start,
+                  "class %u: limit %u after the drain, not %u", c, pcm_bin_limit(&h->bins[c]),
+                  pcm_bin_shapes[c].start);
 
     /* The CPU's caches work as before. */
     PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
