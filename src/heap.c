@@ -173,15 +173,16 @@ void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
 {
     uint32_t limit = pcm_bin_limit(&h->bins[cls]);
+    uint32_t most = pcm_bin_shapes[cls].limit, start = pcm_bin_shapes[cls].start;
     unsigned adapt = h->adapt[cls];
     if (adapt & ADAPT_REFILLED) {
         adapt = 0;
-        if (limit && limit < pcm_bin_shapes[cls].limit)
-            pcm_bin_set_limit(&h->bins[cls], limit * 2 < pcm_bin_shapes[cls].limit ? limit * 2 : pcm_bin_shapes[cls].limit);
+        if (limit && limit < most) /* (0: stopped by a drain, left to it) */
+            pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
     } else if (++adapt == SHRINK_AFTER) {
         adapt = 0;
-        if (limit > pcm_bin_shapes[cls].start)
-            pcm_bin_set_limit(&h->bins[cls], limit / 2 > pcm_bin_shapes[cls].start ? limit / 2 : pcm_bin_shapes[cls].start);
+        if (limit > start)
+            pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);
     }
     h->adapt[cls] = (uint8_t)adapt;
 }
