@@ -344,17 +344,6 @@ static bool anything_listed(struct pcm_heap *h)
     return false;
 }
 
-/* Every list's limit to 0 (stopped), or back to its shape's.  Plain
- * (volatile, aligned: single) stores: the fences around them order them
- * against the sections, not the stores' own semantics. */
-static void set_limits(struct pcm_heap *h, bool open)
-{
-    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        pcm_bin_set_limit(&h->bins[c], open ? pcm_bin_shapes[c].start : 0);
-    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-        pcm_bin_set_limit(&h->outgoing[c], open ? PCM_OUTGOING_LIMIT : 0);
-}
-
 /* A list's whole chain, taken by its owner for good (see below). */
 static void *take_stopped(volatile pcm_pair_t *list)
 {
@@ -388,9 +377,9 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h)
     /* (a ready heap's limits are 0 only if a drain left them stopped) */
     if (!anything_listed(h) && pcm_bin_limit(&h->bins[0]))
         return false;
-    set_limits(h, false);
+    pcm_heap_set_limits(h, false);
     if (!pcm_os_rseq_fence(cpu)) {
-        set_limits(h, true); /* nothing taken: nothing a section could see half done */
+        pcm_heap_set_limits(h, true); /* nothing taken: nothing a section could see half done */
         return false;
     }
     /* The lists are ours now: each goes home as it comes off. */
@@ -399,7 +388,7 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h)
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
         send_home(take_stopped(&h->outgoing[c].cache));
     if (pcm_os_rseq_fence(cpu))
-        set_limits(h, true);
+        pcm_heap_set_limits(h, true);
     return true;
 }
 

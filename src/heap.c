@@ -93,10 +93,7 @@ void pcm_heap_prepare_slow(struct pcm_heap *h)
     unsigned i = pcm_heap_index(h);
     prepare_lock_take();
     if (!pcm_heap_is_ready(i)) {
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-            pcm_bin_set_limit(&h->bins[c], pcm_bin_shapes[c].start);
-        for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-            pcm_bin_set_limit(&h->outgoing[c], PCM_OUTGOING_LIMIT);
+        pcm_heap_set_limits(h, true);
         /* Only the lock's holder writes the bitmap, so load and store
          * suffice.  release: the limits above are visible to whoever sees
          * the bit (pcm_heap_is_ready's acquire). */
@@ -164,6 +161,16 @@ void pcm_heaps_unlock_all(void)
 }
 
 /* ---- each cache's limit (lock held) ---- */
+
+/* Relaxed stores: on a drain the fences around them order them against
+ * the sections; at start-up the ready bit's release publishes them. */
+void pcm_heap_set_limits(struct pcm_heap *h, bool open)
+{
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        pcm_bin_set_limit(&h->bins[c], open ? pcm_bin_shapes[c].start : 0);
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+        pcm_bin_set_limit(&h->outgoing[c], open ? PCM_OUTGOING_LIMIT : 0);
+}
 
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
 {
