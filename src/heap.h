@@ -5,13 +5,12 @@
  * running on (sched_getcpu; heap 0 if the kernel cannot say).  A thread
  * may be preempted or migrated at any instruction, so nothing assumes the
  * heap belongs to the caller:
- *   - bins[c].cache (percpu_cache.h): free objects of class c from this
- *     heap's spans (on the rseq path, percpu_rseq.h: objects of 128 bytes
- *     and more from any heap's);
- *     lock-free pop and push, the whole fast path;
+ *   - bins[c].cache (percpu_cache.h, percpu_rseq.h): free objects of
+ *     class c from this heap's spans; lock-free pop and push, the whole
+ *     fast path;
  *   - outgoing[c] (rseq path only, percpu_rseq.h): objects of class c
- *     below PCM_FOREIGN_CACHED_MIN bytes from other heaps' spans, freed on
- *     this CPU; never handed out here, sent home a batch at a time;
+ *     from other heaps' spans, freed on this CPU; never handed out here,
+ *     sent home a batch at a time (PCM_OUTGOING_LIMIT);
  *   - remote (remote.h): objects of this heap's spans freed on other CPUs,
  *     a lock-free multi-producer stack that the heap drains whole;
  *   - everything else - bins[c].partial, the spans, the segments - is the
@@ -40,18 +39,18 @@
 #include "segment.h"
 #include "sizeclass.h"
 
-/* Objects of this size and up freed on a CPU other than their owner's go
- * into that CPU's cache on the rseq path (percpu_rseq.h); smaller ones
- * share cache lines with their neighbours, which the owner's CPU hands to
- * its own threads, so handing them out elsewhere would give two CPUs'
- * threads one line to write (the false sharing cache-scratch and
- * cache-thrash measure): they wait on the CPU's outgoing list of their
- * class instead, and go home in a batch, one push per owner. */
-#define PCM_FOREIGN_CACHED_MIN 128u
-/* The classes below that size (16-byte steps: sizeclass.h). */
-#define PCM_OUTGOING_CLASSES (PCM_FOREIGN_CACHED_MIN / 16u - 1u)
-/* Objects an outgoing list holds before it is sent home. */
+/* An object freed on a CPU other than its owner's waits on that CPU's
+ * outgoing list of its class, never handed out there, and goes home in a
+ * batch, one remote push per owner: a list holds this many objects, or
+ * fewer when they would come to more than PCM_OUTGOING_BYTES (1 at
+ * least: pcm_bin_shape.outgoing).  Handing them out where they were freed
+ * instead cost twice over: neighbours on one cache line written by two
+ * CPUs (cache-scratch and cache-thrash at 4 threads, twice as slow), and
+ * a foreign object, once handed out, takes the free's slow half again at
+ * its next free, and the one after (larson at 2 threads: 4.9e7 against
+ * 7.8e7 objects/s). */
 #define PCM_OUTGOING_LIMIT 32u
+#define PCM_OUTGOING_BYTES (16u * 1024u)
 
 struct pcm_bin {
     volatile pcm_pair_t cache;
@@ -81,6 +80,7 @@ static inline void pcm_bin_set_limit(struct pcm_bin *bin, uint32_t limit)
 struct pcm_bin_shape {
     uint32_t limit; /* most objects a cache of the class ever holds */
     uint32_t start; /* its limit until it proves too small (pcm_heap_flushed_locked) */
+    uint32_t outgoing; /* the limit of an outgoing list of the class */
 };
 extern struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT] __attribute__((visibility("hidden")));
 
@@ -105,7 +105,7 @@ struct pcm_heap {
     pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
     uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
-    struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
+    struct pcm_bin outgoing[PCM_CLASS_COUNT]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
 /* Page-aligned and a whole number of pages, so that a heap never shares a
  * page with another: making one heap ready commits none of its

@@ -6,11 +6,12 @@
  *     the generic build), with a reason to show for it;
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
  *     slot (the assembly found the right slot) and the next malloc there
- *     takes it back; a free on another CPU lands in that CPU's cache (no
- *     atomic) for objects of 128 bytes and up, a smaller object on that
- *     CPU's outgoing list of its class (where no malloc takes it), and a
- *     flush of that CPU sends either to the owner's remote queue; the
- *     outgoing classes are exactly those below 128 bytes;
+ *     takes it back; a free on another CPU lands on that CPU's outgoing
+ *     list of its class (no atomic, and no malloc takes it there), small
+ *     or large; a full list goes home in one push, and a flush of that
+ *     CPU sends the rest to the owner's remote queue; each class's list
+ *     holds at most PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES
+ *     (one object at least);
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
  *     unregister it) still allocates and frees correctly, without caching.
  * Threads are pinned with sched_setaffinity; with one allowed CPU the
@@ -79,8 +80,6 @@ static pcm_word_t slot_top(int cpu, unsigned cls)
 
 static pcm_word_t outgoing_top(int cpu, unsigned cls)
 {
-    if (cls >= PCM_OUTGOING_CLASSES)
-        return 0;
     return pcm_load_relaxed(
         (volatile pcm_word_t *)((char *)pcm_rseq_outgoing_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE));
 }
@@ -151,9 +150,9 @@ static void *free_on_cpu(void *arg)
 
 #ifdef PCM_ARCH_RSEQ
 /* Allocate `size` bytes on cpus[0], free them on cpus[1]: the object
- * must land on cpus[1]'s cache if `cached`, else on its outgoing list, and
- * reach its owner's remote queue only at that CPU's flush. */
-static void free_elsewhere(const int cpus[2], size_t size, bool cached)
+ * must land on cpus[1]'s outgoing list, not its cache, and reach its
+ * owner's remote queue only at that CPU's flush. */
+static void free_elsewhere(const int cpus[2], size_t size)
 {
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     void *p = pcm_malloc(size);
@@ -167,15 +166,10 @@ static void free_elsewhere(const int cpus[2], size_t size, bool cached)
     PCM_REQUIRE(h.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
     if (owner == (unsigned)cpus[1])
         return; /* (a busy heap lock sent the refill elsewhere) */
-    if (cached) {
-        PCM_CHECK(h.top_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its cache top is %p", size, p,
-                  cpus[1], (void *)h.top_after_free);
-    } else {
-        PCM_CHECK(h.top_after_free != (pcm_word_t)p, "%zu bytes: %p, heap %u's, cached on CPU %d", size, p, owner,
-                  cpus[1]);
-        PCM_CHECK(h.outgoing_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its outgoing top is %p",
-                  size, p, cpus[1], (void *)h.outgoing_after_free);
-    }
+    PCM_CHECK(h.top_after_free != (pcm_word_t)p, "%zu bytes: %p, heap %u's, cached on CPU %d", size, p, owner,
+              cpus[1]);
+    PCM_CHECK(h.outgoing_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its outgoing top is %p", size,
+              p, cpus[1], (void *)h.outgoing_after_free);
     PCM_CHECK(h.top_after_flush != (pcm_word_t)p && h.outgoing_after_flush != (pcm_word_t)p,
               "%p still on CPU %d after its flush", p, cpus[1]);
     /* Nothing else runs: no drain can have taken it meanwhile. */
@@ -192,6 +186,8 @@ static void free_elsewhere(const int cpus[2], size_t size, bool cached)
 
 struct batch_handoff {
     int cpu;
+    size_t size;
+    unsigned n; /* twice the class's outgoing limit */
     void *p[BATCH];
     pcm_word_t outgoing_after_free;
 };
@@ -201,9 +197,9 @@ static void *free_batch_on_cpu(void *arg)
     struct batch_handoff *b = arg;
     if (pcm_test_pin(b->cpu)) {
         pcm_free(pcm_malloc(56)); /* the heap made ready (free_on_cpu) */
-        for (unsigned i = 0; i < BATCH; i++)
+        for (unsigned i = 0; i < b->n; i++)
             pcm_free(b->p[i]);
-        b->outgoing_after_free = outgoing_top(b->cpu, pcm_size_class(56));
+        b->outgoing_after_free = outgoing_top(b->cpu, pcm_size_class(b->size));
     } else {
         b->cpu = -1;
     }
@@ -224,17 +220,20 @@ static bool chain_holds(pcm_word_t chain, void *const *p, unsigned n, unsigned *
     return true;
 }
 
-/* BATCH small objects of one heap freed on another CPU: the first
- * PCM_OUTGOING_LIMIT fill its outgoing list, the next free sends them
- * home in one push and itself after them, the rest wait. */
-static void free_batch_elsewhere(const int cpus[2])
+/* Twice the outgoing limit of `size` bytes' class, objects of one heap,
+ * freed on another CPU: the first `limit` fill its outgoing list, the
+ * next free sends them home in one push and itself after them, the rest
+ * wait. */
+static void free_batch_elsewhere(const int cpus[2], size_t size)
 {
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
-    struct batch_handoff b = {cpus[1], {0}, 0};
-    for (unsigned i = 0; i < BATCH; i++)
-        PCM_REQUIRE(b.p[i] = pcm_malloc(56), "malloc failed");
+    unsigned limit = pcm_bin_shapes[pcm_size_class(size)].outgoing;
+    struct batch_handoff b = {cpus[1], size, 2 * limit, {0}, 0};
+    PCM_REQUIRE(b.n <= BATCH, "%zu bytes: an outgoing limit of %u", size, limit);
+    for (unsigned i = 0; i < b.n; i++)
+        PCM_REQUIRE(b.p[i] = pcm_malloc(size), "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(b.p[0]), b.p[0])->owner;
-    for (unsigned i = 1; i < BATCH; i++)
+    for (unsigned i = 1; i < b.n; i++)
         if (pcm_span_of(pcm_segment_of(b.p[i]), b.p[i])->owner != owner)
             return; /* (a busy heap lock sent a refill elsewhere) */
     pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
@@ -244,39 +243,45 @@ static void free_batch_elsewhere(const int cpus[2])
     PCM_REQUIRE(b.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
     if (owner == (unsigned)cpus[1])
         return;
-    unsigned sent = PCM_OUTGOING_LIMIT + 1, seen;
+    unsigned sent = limit + 1, seen;
     pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
-    PCM_CHECK(remote == (pcm_word_t)b.p[PCM_OUTGOING_LIMIT], "heap %u's remote top is %p, not the object freed "
-              "when the outgoing list was full (%p)", owner, (void *)remote, b.p[PCM_OUTGOING_LIMIT]);
+    PCM_CHECK(remote == (pcm_word_t)b.p[limit], "heap %u's remote top is %p, not the object freed "
+              "when the outgoing list was full (%p)", owner, (void *)remote, b.p[limit]);
     /* Below it the batch, then what was there before. */
     pcm_word_t after = *(pcm_word_t *)remote;
-    for (unsigned n = 0; n < PCM_OUTGOING_LIMIT && after; n++)
+    for (unsigned n = 0; n < limit && after; n++)
         after = *(pcm_word_t *)after;
     PCM_CHECK(after == remote_before, "heap %u's remote queue: the batch does not end on the old top", owner);
     /* The batch as a set: cut off the older queue for the walk. */
     pcm_word_t last = remote;
-    for (unsigned n = 0; n < PCM_OUTGOING_LIMIT; n++)
+    for (unsigned n = 0; n < limit; n++)
         last = *(pcm_word_t *)last;
     pcm_word_t older = *(pcm_word_t *)last;
     *(pcm_word_t *)last = 0;
     PCM_CHECK(chain_holds(remote, b.p, sent, &seen) && seen == sent, "heap %u's remote queue holds %u objects that "
               "are not the first %u freed", owner, seen, sent);
     *(pcm_word_t *)last = older;
-    PCM_CHECK(chain_holds(b.outgoing_after_free, b.p + sent, BATCH - sent, &seen) && seen == BATCH - sent,
-              "CPU %d's outgoing list holds %u objects, not the last %u freed", cpus[1], seen, BATCH - sent);
+    PCM_CHECK(chain_holds(b.outgoing_after_free, b.p + sent, b.n - sent, &seen) && seen == b.n - sent,
+              "CPU %d's outgoing list holds %u objects, not the last %u freed", cpus[1], seen, b.n - sent);
     /* The rest go home with CPU cpus[1]'s flush (malloc_trim). */
     PCM_REQUIRE(pcm_test_pin(cpus[1]), "cannot pin to CPU %d", cpus[1]);
     pcm_heap_flush_caches_rseq();
-    PCM_CHECK(outgoing_top(cpus[1], pcm_size_class(56)) == 0, "CPU %d's outgoing list not empty after its flush",
+    PCM_CHECK(outgoing_top(cpus[1], pcm_size_class(size)) == 0, "CPU %d's outgoing list not empty after its flush",
               cpus[1]);
-    pcm_test_printf("  %u objects of heap %u freed on CPU %d: %u went home together, %u waited for the flush\n",
-                    BATCH, owner, cpus[1], sent, BATCH - sent);
+    pcm_test_printf("  %u objects of %zu bytes of heap %u freed on CPU %d: %u went home together, %u waited for the "
+                    "flush\n", b.n, size, owner, cpus[1], sent, b.n - sent);
 }
 #endif
 
-PCM_TEST(rseq_free_on_another_cpu_caches_large_enough_objects_there)
+PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list)
 {
 #ifdef PCM_ARCH_RSEQ
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        size_t size = pcm_class_size(c);
+        unsigned limit = pcm_bin_shapes[c].outgoing;
+        PCM_CHECK(limit >= 1 && limit <= PCM_OUTGOING_LIMIT && (limit == 1 || limit * size <= PCM_OUTGOING_BYTES),
+                  "class %u (%zu bytes): an outgoing limit of %u", c, size, limit);
+    }
     int cpus[2];
     allowed_cpus(cpus);
     started();
@@ -286,12 +291,13 @@ PCM_TEST(rseq_free_on_another_cpu_caches_large_enough_objects_there)
     }
     cpu_set_t saved;
     sched_getaffinity(0, sizeof saved, &saved);
-    free_elsewhere(cpus, 200, true); /* 128 bytes and up: cached where freed */
-    free_elsewhere(cpus, 56, false); /* smaller: would share lines, waits to go home */
-    free_batch_elsewhere(cpus);
-    PCM_CHECK(pcm_class_size(PCM_OUTGOING_CLASSES - 1) < PCM_FOREIGN_CACHED_MIN &&
-                  pcm_class_size(PCM_OUTGOING_CLASSES) >= PCM_FOREIGN_CACHED_MIN,
-              "the outgoing classes are not those below %u bytes", PCM_FOREIGN_CACHED_MIN);
+    /* Small ones would share lines; large ones handed out on another CPU
+     * would take the free's slow half there again: neither is cached. */
+    static const size_t sizes[] = {56, 200, 3000, 100000};
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        free_elsewhere(cpus, sizes[i]);
+    free_batch_elsewhere(cpus, 56);   /* a list of 32 */
+    free_batch_elsewhere(cpus, 2048); /* of 8: 16 KiB */
     restore_affinity(&saved);
 #endif
 }
