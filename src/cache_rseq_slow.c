@@ -50,9 +50,9 @@ aborted:
     goto retry;
 }
 
-/* Push obj (of another heap's spans; on 32-bit builds its word 2 already
- * marked by the free's fast path) onto the list at slot0 - an outgoing
- * list (heap.h) - of the CPU the thread runs on, if it has room;
+/* Push obj (of any heap's spans; on 32-bit builds its word 2 already
+ * marked by the free's fast path) onto the list at slot0 - a cache, or an
+ * outgoing list (heap.h) - of the CPU the thread runs on, if it has room;
  * OTHER_CPU: the thread has no CPU number. */
 static enum push_result push_here(pcm_word_t *slot0, void *obj)
 {
@@ -287,7 +287,9 @@ void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
         pcm_rseq_count_abort();
         result = push_on(&pcm_heaps[span->owner], cls, obj);
     }
-    if (result == OTHER_CPU) {
+    if (result == OTHER_CPU && cls >= PCM_OUTGOING_CLASSES) {
+        result = push_here(pcm_rseq_slot0(cls), obj);
+    } else if (result == OTHER_CPU) {
         result = push_here(pcm_rseq_outgoing_slot0(cls), obj);
         if (result == FULL) {
             send_outgoing(cls, span->owner, obj);
@@ -320,10 +322,10 @@ void pcm_heap_flush_caches_rseq(void)
         struct pcm_heap *h = &pcm_heaps[cpu];
         pcm_heap_lock(h);
         /* (a take is empty if the thread was moved off the CPU meanwhile) */
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
             pcm_heap_return_chain_locked(h, take_all_on(h, pcm_rseq_slot0(c)));
+        for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
             send_home(take_all_on(h, pcm_rseq_outgoing_slot0(c)));
-        }
         pcm_heap_unlock(h);
     }
     sched_setaffinity(0, sizeof saved, &saved);
@@ -334,7 +336,10 @@ void pcm_heap_flush_caches_rseq(void)
 static bool anything_listed(struct pcm_heap *h)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        if (pcm_load_relaxed(&h->bins[c].cache.half.ptr) || pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
+        if (pcm_load_relaxed(&h->bins[c].cache.half.ptr))
+            return true;
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+        if (pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
             return true;
     return false;
 }
@@ -378,10 +383,10 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h)
         return false;
     }
     /* The lists are ours now: each goes home as it comes off. */
-    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
         pcm_heap_return_chain_locked(h, take_stopped(&h->bins[c].cache));
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
         send_home(take_stopped(&h->outgoing[c].cache));
-    }
     if (pcm_os_rseq_fence(cpu))
         pcm_heap_set_limits(h, true);
     return true;

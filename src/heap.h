@@ -5,12 +5,13 @@
  * running on (sched_getcpu; heap 0 if the kernel cannot say).  A thread
  * may be preempted or migrated at any instruction, so nothing assumes the
  * heap belongs to the caller:
- *   - bins[c].cache (percpu_cache.h, percpu_rseq.h): free objects of
- *     class c from this heap's spans; lock-free pop and push, the whole
- *     fast path;
+ *   - bins[c].cache (percpu_cache.h): free objects of class c from this
+ *     heap's spans (on the rseq path, percpu_rseq.h: objects of
+ *     PCM_FOREIGN_CACHED_MIN bytes and more from any heap's); lock-free
+ *     pop and push, the whole fast path;
  *   - outgoing[c] (rseq path only, percpu_rseq.h): objects of class c
- *     from other heaps' spans, freed on this CPU; never handed out here,
- *     sent home a batch at a time (PCM_OUTGOING_LIMIT);
+ *     below PCM_FOREIGN_CACHED_MIN bytes from other heaps' spans, freed on
+ *     this CPU; never handed out here, sent home a batch at a time;
  *   - remote (remote.h): objects of this heap's spans freed on other CPUs,
  *     a lock-free multi-producer stack that the heap drains whole;
  *   - everything else - bins[c].partial, the spans, the segments - is the
@@ -39,16 +40,24 @@
 #include "segment.h"
 #include "sizeclass.h"
 
-/* An object freed on a CPU other than its owner's waits on that CPU's
- * outgoing list of its class, never handed out there, and goes home in a
- * batch, one remote push per owner: a list holds this many objects, or
- * fewer when they would come to more than PCM_OUTGOING_BYTES (1 at
- * least: pcm_bin_shape.outgoing).  Handing them out where they were freed
- * instead cost twice over: neighbours on one cache line written by two
- * CPUs (cache-scratch and cache-thrash at 4 threads, twice as slow), and
- * a foreign object, once handed out, takes the free's slow half again at
- * its next free, and the one after (larson at 2 threads: 4.9e7 against
- * 7.8e7 objects/s). */
+/* An object below PCM_FOREIGN_CACHED_MIN bytes freed on a CPU other than
+ * its owner's waits on that CPU's outgoing list of its class, never
+ * handed out there, and goes home in a batch, one remote push per owner:
+ * a list holds PCM_OUTGOING_LIMIT objects, or fewer when they would come
+ * to more than PCM_OUTGOING_BYTES (pcm_bin_shape.outgoing).  Handing them
+ * out where they were freed cost twice over: neighbours on one cache line
+ * written by two CPUs (cache-scratch and cache-thrash at 4 threads, twice
+ * as slow), and a foreign object, once handed out, takes the free's slow
+ * half again at each later free there (larson at 2 threads, objects of
+ * 16..400 bytes: 4.9e7 replacements/s with those of 128 bytes and up
+ * cached, 7.8e7 with all sent home).  Larger objects go into the cache of
+ * the CPU that freed them, where their lines are warm and the slow half
+ * is small beside the program's use of them (mixed sizes at 16 threads:
+ * 3.4e6 ops/s with them sent home, 4.3e6 cached). */
+#define PCM_FOREIGN_CACHED_MIN 1024u
+/* The classes below that size: 16..128 in 16-byte steps, then 8 per
+ * doubling (sizeclass.h); checked by tests/unit/fast_path.c. */
+#define PCM_OUTGOING_CLASSES 31u
 #define PCM_OUTGOING_LIMIT 32u
 #define PCM_OUTGOING_BYTES (16u * 1024u)
 
@@ -80,7 +89,7 @@ static inline void pcm_bin_set_limit(struct pcm_bin *bin, uint32_t limit)
 struct pcm_bin_shape {
     uint32_t limit; /* most objects a cache of the class ever holds */
     uint32_t start; /* its limit until it proves too small (pcm_heap_flushed_locked) */
-    uint32_t outgoing; /* the limit of an outgoing list of the class */
+    uint32_t outgoing; /* the limit of an outgoing list (classes that have one) */
 };
 extern struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT] __attribute__((visibility("hidden")));
 
@@ -105,7 +114,7 @@ struct pcm_heap {
     pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
     uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
-    struct pcm_bin outgoing[PCM_CLASS_COUNT]; /* the same; partial unused */
+    struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
 /* Page-aligned and a whole number of pages, so that a heap never shares a
  * page with another: making one heap ready commits none of its

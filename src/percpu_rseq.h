@@ -5,13 +5,17 @@
  * The cache of class c on CPU n is the word pcm_heaps[n].bins[c].cache
  * .half.ptr (the tag half is unused on this path): a LIFO of free objects
  * of class c, linked by word 0, word 1 = mark | depth as in
- * percpu_cache.h: objects of CPU n's heap's spans, as on the CAS path.
- * An object freed on a CPU other than its owner's goes onto that CPU's
- * outgoing list of its class (the free's slow half, cache_rseq_slow.c;
- * heap.h: a slot like the cache's that malloc never pops), so a thread
- * the scheduler moved, or a consumer freeing what a producer made, pays
- * no atomic per object; the list goes home when it fills or is flushed,
- * one push per owner onto the owners' remote queues (remote.h).
+ * percpu_cache.h.  Unlike the CAS path's, it may hold objects of other
+ * heaps' spans: an object of PCM_FOREIGN_CACHED_MIN bytes or more freed
+ * on a CPU other than its owner's goes onto the cache of the CPU the
+ * thread runs on (the free's slow half, cache_rseq_slow.c); a smaller one
+ * onto that CPU's outgoing list of its class (heap.h: a slot like the
+ * cache's that malloc never pops).  So a thread the scheduler moved, or
+ * a consumer freeing what a producer made, pays no atomic per object.
+ * Objects of other heaps leave the cache when it overflows or is
+ * flushed, a run at a time, and an outgoing list when it fills or is
+ * flushed, a push per owner, onto their owners' remote queues (heap.h:
+ * pcm_heap_return_chain_locked, remote.h).
  * Invariant of this path (outgoing slots alike): that word is written
  * only by a thread running on CPU n, inside one of the sections below
  * (the kernel aborts a section the thread leaves the CPU in), so each

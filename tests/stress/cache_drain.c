@@ -117,7 +117,7 @@ static int limit_not_open(struct pcm_heap *h)
         if (limit < pcm_bin_shapes[c].start || limit > pcm_bin_shapes[c].limit)
             return (int)c;
     }
-    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
         if (pcm_bin_limit(&h->outgoing[c]) != pcm_bin_shapes[c].outgoing)
             return (int)(PCM_CLASS_COUNT + c);
     return -1;
@@ -131,7 +131,7 @@ static int list_not_empty(struct pcm_heap *h)
         if (pcm_load_relaxed(&h->bins[c].cache.half.ptr))
             return (int)c;
     if (pcm_fast_path_is_rseq())
-        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
             if (pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
                 return (int)(PCM_CLASS_COUNT + c);
     return -1;

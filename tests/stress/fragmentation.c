@@ -145,8 +145,9 @@ static void cached_pages(uintptr_t *pages, size_t *n, size_t room)
         if (!pcm_heap_is_ready(h))
             continue;
         struct pcm_bin *bins[2] = {pcm_heaps[h].bins, pcm_heaps[h].outgoing};
+        unsigned counts[2] = {PCM_CLASS_COUNT, PCM_OUTGOING_CLASSES};
         for (unsigned b = 0; b < 2; b++)
-            for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+            for (unsigned c = 0; c < counts[b]; c++)
                 for (void *obj = (void *)bins[b][c].cache.half.ptr; obj && *n < room;
                      obj = pcm_link_next(obj, *(pcm_word_t *)obj))
                     pages[(*n)++] = (uintptr_t)obj / PCM_PAGE_SIZE;
@@ -163,7 +164,7 @@ static void fragmentation(unsigned keep, bool by_decay)
     uint64_t seed = pcm_test_seed() ^ keep, rng = seed | 1;
     size_t objects = (size_t)pcm_test_scale(OBJECTS);
     size_t most_kept = objects / keep + 1;
-    size_t cache_room = (size_t)pcm_heap_count * 2 * PCM_CLASS_COUNT * 1024;
+    size_t cache_room = (size_t)pcm_heap_count * (PCM_CLASS_COUNT + PCM_OUTGOING_CLASSES) * 1024;
     size_t array_bytes = objects * sizeof(void *) + most_kept * (2 * sizeof(size_t) + 3 * sizeof(uintptr_t)) +
                          cache_room * sizeof(uintptr_t);
     char *arrays = pcm_test_shared_alloc(array_bytes);

@@ -7,11 +7,12 @@
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
  *     slot (the assembly found the right slot) and the next malloc there
  *     takes it back; a free on another CPU lands on that CPU's outgoing
- *     list of its class (no atomic, and no malloc takes it there), small
- *     or large; a full list goes home in one push, and a flush of that
- *     CPU sends the rest to the owner's remote queue; each class's list
- *     holds at most PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES
- *     (one object at least);
+ *     list of its class (no atomic, and no malloc takes it there) for
+ *     objects below 1 KiB, in that CPU's cache for larger ones; a full
+ *     list goes home in one push, and a flush of that CPU sends the rest
+ *     to the owner's remote queue; a list holds at most
+ *     PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES; the outgoing
+ *     classes are exactly those below PCM_FOREIGN_CACHED_MIN;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
  *     unregister it) still allocates and frees correctly, without caching.
  * Threads are pinned with sched_setaffinity; with one allowed CPU the
@@ -80,6 +81,8 @@ static pcm_word_t slot_top(int cpu, unsigned cls)
 
 static pcm_word_t outgoing_top(int cpu, unsigned cls)
 {
+    if (cls >= PCM_OUTGOING_CLASSES)
+        return 0;
     return pcm_load_relaxed(
         (volatile pcm_word_t *)((char *)pcm_rseq_outgoing_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE));
 }
@@ -150,9 +153,9 @@ static void *free_on_cpu(void *arg)
 
 #ifdef PCM_ARCH_RSEQ
 /* Allocate `size` bytes on cpus[0], free them on cpus[1]: the object
- * must land on cpus[1]'s outgoing list, not its cache, and reach its
- * owner's remote queue only at that CPU's flush. */
-static void free_elsewhere(const int cpus[2], size_t size)
+ * must land on cpus[1]'s cache if `cached`, else on its outgoing list, and
+ * reach its owner's remote queue only at that CPU's flush. */
+static void free_elsewhere(const int cpus[2], size_t size, bool cached)
 {
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     void *p = pcm_malloc(size);
@@ -166,10 +169,15 @@ static void free_elsewhere(const int cpus[2], size_t size)
     PCM_REQUIRE(h.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
     if (owner == (unsigned)cpus[1])
         return; /* (a busy heap lock sent the refill elsewhere) */
-    PCM_CHECK(h.top_after_free != (pcm_word_t)p, "%zu bytes: %p, heap %u's, cached on CPU %d", size, p, owner,
-              cpus[1]);
-    PCM_CHECK(h.outgoing_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its outgoing top is %p", size,
-              p, cpus[1], (void *)h.outgoing_after_free);
+    if (cached) {
+        PCM_CHECK(h.top_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its cache top is %p", size, p,
+                  cpus[1], (void *)h.top_after_free);
+    } else {
+        PCM_CHECK(h.top_after_free != (pcm_word_t)p, "%zu bytes: %p, heap %u's, cached on CPU %d", size, p, owner,
+                  cpus[1]);
+        PCM_CHECK(h.outgoing_after_free == (pcm_word_t)p, "%zu bytes, freed %p on CPU %d: its outgoing top is %p",
+                  size, p, cpus[1], (void *)h.outgoing_after_free);
+    }
     PCM_CHECK(h.top_after_flush != (pcm_word_t)p && h.outgoing_after_flush != (pcm_word_t)p,
               "%p still on CPU %d after its flush", p, cpus[1]);
     /* Nothing else runs: no drain can have taken it meanwhile. */
@@ -273,10 +281,13 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
 }
 #endif
 
-PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list)
+PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list_below_1_kib)
 {
 #ifdef PCM_ARCH_RSEQ
-    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+    PCM_CHECK(pcm_class_size(PCM_OUTGOING_CLASSES - 1) < PCM_FOREIGN_CACHED_MIN &&
+                  pcm_class_size(PCM_OUTGOING_CLASSES) >= PCM_FOREIGN_CACHED_MIN,
+              "the outgoing classes are not those below %u bytes", PCM_FOREIGN_CACHED_MIN);
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++) {
         size_t size = pcm_class_size(c);
         unsigned limit = pcm_bin_shapes[c].outgoing;
         PCM_CHECK(limit >= 1 && limit <= PCM_OUTGOING_LIMIT && (limit == 1 || limit * size <= PCM_OUTGOING_BYTES),
@@ -291,13 +302,15 @@ PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list)
     }
     cpu_set_t saved;
     sched_getaffinity(0, sizeof saved, &saved);
-    /* Small ones would share lines; large ones handed out on another CPU
-     * would take the free's slow half there again: neither is cached. */
-    static const size_t sizes[] = {56, 200, 3000, 100000};
-    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        free_elsewhere(cpus, sizes[i]);
-    free_batch_elsewhere(cpus, 56);   /* a list of 32 */
-    free_batch_elsewhere(cpus, 2048); /* of 8: 16 KiB */
+    /* Below 1 KiB: would share lines, or take the free's slow half again
+     * at each later free there; they wait to go home. */
+    free_elsewhere(cpus, 56, false);
+    free_elsewhere(cpus, 200, false);
+    free_elsewhere(cpus, 900, false);
+    free_elsewhere(cpus, 3000, true); /* larger: cached where freed */
+    free_elsewhere(cpus, 100000, true);
+    free_batch_elsewhere(cpus, 56);  /* a list of 32 */
+    free_batch_elsewhere(cpus, 900); /* of 17: at most 16 KiB */
     restore_affinity(&saved);
 #endif
 }
