@@ -83,13 +83,16 @@ static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
 
 void *pcm_malloc(size_t size)
 {
-    /* Sizes 1..128 first: one comparison and a shift to their class (size
-     * 0 wraps around and takes the second branch). */
+    /* Sizes 1..128 first: one comparison and a shift to their class; then
+     * up to 1 KiB, a table (size 0 wraps around and takes the third
+     * branch). */
     size_t below = size - 1;
     if (__builtin_expect(below < 128, 1))
         return small_alloc((unsigned)(below >> 4));
+    if (__builtin_expect(below < PCM_CLASS_TABLE_MAX, 1))
+        return small_alloc(pcm_class_of_step[below >> 4]);
     if (__builtin_expect(size <= PCM_SMALL_MAX, 1))
-        return small_alloc(pcm_size_class(size));
+        return small_alloc(size ? pcm_size_class_above_128(size) : 0);
     return pcm_large_alloc(size, 0, false);
 }
 
@@ -174,14 +177,13 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
 static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p, const char *call)
 {
     pcm_hardened_free(span, p, call);
-    size_t cls = (size_t)span->class_plus1 - 1; /* size_t: slot0's offset folds the - 1 */
 #ifdef PCM_ARCH_RSEQ
     /* A span exists only after start-up, so the path is chosen by now. */
     if (__builtin_expect(pcm_fast_path_is_rseq_after_start(), 1)) {
         pcm_word_t mark = pcm_free_mark(p);
         if (PCM_FREE_MARK_WIDE)
             ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
-        pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full,
+        pcm_arch_rseq_push(pcm_rseq_slot0_of_span(span), pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full,
                            aborted);
         return;
         /* Out of line, with nothing but p: the fast path keeps no other
@@ -197,7 +199,7 @@ static inline __attribute__((always_inline)) void small_free(struct pcm_span *sp
         return;
     }
 #endif
-    small_free_cas(span, cls, p);
+    small_free_cas(span, span->class_plus1 - 1u, p);
 }
 
 static __attribute__((noinline)) void large_free(struct pcm_large *large, void *p, const char *call)

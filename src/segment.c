@@ -171,7 +171,7 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, un
         s->free_pages -= pages;
         struct pcm_span *span = &s->span[first];
         for (size_t i = 0; i < pages; i++)
-            s->span_first[first + i] = (uint16_t)first;
+            s->span_first[first + i] = (uint16_t)(first * sizeof(struct pcm_span));
         span->class_plus1 = (uint16_t)(cls + 1);
         span->owner = (uint16_t)s->owner;
         pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));

@@ -7,9 +7,11 @@
  * page to its span's first page.  A span is a run of pages holding objects
  * of one size class; its first page's descriptor is the span (the other
  * pages' descriptors are unused), so pointer -> span is: segment =
- * p & ~(SEGMENT_SIZE - 1), page index, span_first[page].  The map is
- * 2 bytes a page where the descriptors are 64: free touches 32 times fewer
- * lines to find a span than through the pages' own descriptors.  Segments are never unmapped (only decommitted): a stale
+ * p & ~(SEGMENT_SIZE - 1), page index, span_first[page] (the byte offset
+ * of the descriptor in span[], so free adds it with no multiply).  The
+ * map is 2 bytes a page where the descriptors are 64: free touches 32
+ * times fewer lines to find a span than through the pages' own
+ * descriptors.  Segments are never unmapped (only decommitted): a stale
  * read by a concurrent lock-free pop of memory in them must never fault.
  * A header page holding only descriptors of free pages is decommitted too
  * once they are free: zeroes are what a descriptor of a free page holds
@@ -77,7 +79,8 @@ struct pcm_span {
     struct pcm_span *prev, *next; /* the bin's partial list */
 };
 _Static_assert(sizeof(void *) != 8 || sizeof(struct pcm_span) == 64, "a span descriptor is 64 bytes");
-_Static_assert(PCM_SEGMENT_PAGES <= 65536, "span_first holds a page index");
+_Static_assert((PCM_SEGMENT_PAGES - 1) * sizeof(struct pcm_span) <= UINT16_MAX,
+               "span_first holds a descriptor's byte offset");
 
 #define PCM_WORD_BITS (sizeof(pcm_word_t) * 8)
 
@@ -98,8 +101,8 @@ struct pcm_segment {
      * they describe was free (pcm_segment_decommit_free, _decay).  Read
      * as zeroes - "in no span" - until a span is cut there again. */
     pcm_word_t descriptors_gone;
-    /* [published] Page -> index of its span's first page (= its
-     * descriptor's) for a page in a span, 0 for any other page. */
+    /* [published] Page -> byte offset in span[] of its span's descriptor
+     * (its first page's) for a page in a span, 0 for any other page. */
     uint16_t span_first[PCM_SEGMENT_PAGES];
     struct pcm_span span[PCM_SEGMENT_PAGES];
 #ifdef PCM_HARDENED
@@ -123,7 +126,7 @@ static inline struct pcm_segment *pcm_segment_of(const void *p)
 /* The span holding p in segment s (class_plus1 == 0 if none). */
 static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
 {
-    return &s->span[s->span_first[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT]];
+    return (struct pcm_span *)((char *)s->span + s->span_first[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT]);
 }
 
 /*

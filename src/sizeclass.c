@@ -73,3 +73,20 @@ const struct pcm_size_class pcm_size_classes[PCM_CLASS_COUNT] = {
     {147456, 252, 7}, {163840, 240, 6}, {180224, 220, 5}, {196608, 240, 5}, {212992, 208, 4},
     {229376, 224, 4}, {245760, 240, 4}, {262144, 256, 4},
 };
+
+/* The class of each 16-byte step of requests up to PCM_CLASS_TABLE_MAX:
+ * entry i for requests of 16 * i + 1 .. 16 * (i + 1) bytes (classes are
+ * multiples of 16, so a whole step rounds up to one class).  Written out,
+ * like the table above; tests/unit/sizeclass.c checks every entry against
+ * pcm_size_class's arithmetic. */
+const uint8_t pcm_class_of_step[PCM_CLASS_TABLE_MAX / 16] = {
+    /* 16 .. 128 */
+    0, 1, 2, 3, 4, 5, 6, 7,
+    /* 144 .. 256 */
+    8, 9, 10, 11, 12, 13, 14, 15,
+    /* 272 .. 512: two steps a class */
+    16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23,
+    /* 528 .. 1024: four */
+    24, 24, 24, 24, 25, 25, 25, 25, 26, 26, 26, 26, 27, 27, 27, 27,
+    28, 28, 28, 28, 29, 29, 29, 29, 30, 30, 30, 30, 31, 31, 31, 31,
+};

@@ -52,19 +52,32 @@ struct pcm_size_class {
 
 extern const struct pcm_size_class pcm_size_classes[PCM_CLASS_COUNT];
 
-/*
- * The class of a request of `size` bytes, size <= PCM_SMALL_MAX (0 gets
- * class 0).  O(1): for size in (2^k, 2^(k+1)] with k >= 7, s = size - 1
- * has its top bit at k, and its next three bits (s >> (k - 3), 8..15)
- * pick one of the doubling's eight classes.
- */
+/* Requests up to this size find their class in a table (sizeclass.c):
+ * one load instead of the arithmetic below, for the sizes most programs
+ * ask for most. */
+#define PCM_CLASS_TABLE_MAX 1024u
+extern const uint8_t pcm_class_of_step[PCM_CLASS_TABLE_MAX / 16];
+
+/* The class of a request of size > 128 bytes, size <= PCM_SMALL_MAX.
+ * O(1): for size in (2^k, 2^(k+1)] with k >= 7, s = size - 1 has its top
+ * bit at k, and its next three bits (s >> (k - 3), 8..15) pick one of
+ * the doubling's eight classes. */
+static inline unsigned pcm_size_class_above_128(size_t size)
+{
+    unsigned long s = (unsigned long)size - 1;
+    unsigned k = (unsigned)(sizeof(unsigned long) * 8 - 1) - (unsigned)__builtin_clzl(s);
+    return ((k - 7) << 3) + (unsigned)(s >> (k - 3));
+}
+
+/* The class of a request of `size` bytes, size <= PCM_SMALL_MAX (0 gets
+ * class 0). */
 static inline unsigned pcm_size_class(size_t size)
 {
     if (size <= 128)
         return (unsigned)((size - (size != 0)) >> 4);
-    unsigned long s = (unsigned long)size - 1;
-    unsigned k = (unsigned)(sizeof(unsigned long) * 8 - 1) - (unsigned)__builtin_clzl(s);
-    return ((k - 7) << 3) + (unsigned)(s >> (k - 3));
+    if (size <= PCM_CLASS_TABLE_MAX)
+        return pcm_class_of_step[(size - 1) >> 4];
+    return pcm_size_class_above_128(size);
 }
 
 /* Object bytes of class cls < PCM_CLASS_COUNT. */

@@ -2,7 +2,8 @@
  * tests/unit/sizeclass.c - the size-class table and pcm_size_class.
  *
  * Re-derives the whole table from the rules written in sizeclass.h and
- * sizeclass.c and checks every request size from 0 to PCM_SMALL_MAX.
+ * sizeclass.c and checks every request size from 0 to PCM_SMALL_MAX (the
+ * lookup table of the sizes up to 1 KiB against the arithmetic too).
  * Calls nothing from the C library (runs freestanding too).
  */
 #include "harness.h"
@@ -60,6 +61,10 @@ PCM_TEST(sizeclass_lookup_exhaustive)
     size_t worst_waste = 0, worst_request = 1; /* as a fraction waste/request */
     for (size_t s = 0; s <= PCM_SMALL_MAX; s++) {
         unsigned c = pcm_size_class(s);
+        /* The table (up to PCM_CLASS_TABLE_MAX) and the arithmetic agree. */
+        if (s > 128 && s <= PCM_CLASS_TABLE_MAX && pcm_size_class_above_128(s) != c && reported++ < 10)
+            PCM_CHECK(false, "size %zu: class %u by the table, %u by the arithmetic", s, c,
+                      pcm_size_class_above_128(s));
         bool ok = c < PCM_CLASS_COUNT && pcm_class_size(c) >= s
                   && (c == 0 || pcm_class_size(c - 1) < s);
         if (!ok) {
