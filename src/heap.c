@@ -168,8 +168,11 @@ void pcm_heaps_unlock_all(void)
  * the sections; at start-up the ready bit's release publishes them. */
 void pcm_heap_set_limits(struct pcm_heap *h, bool open)
 {
-    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         pcm_bin_set_limit(&h->bins[c], open ? pcm_bin_shapes[c].start : 0);
+        if (open) /* a reopened cache starts afresh, as a new one */
+            h->adapt[c] = 0;
+    }
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
         pcm_bin_set_limit(&h->outgoing[c], open ? pcm_bin_shapes[c].outgoing : 0);
 }

@@ -220,8 +220,9 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
  * which walks them, misses the cache on each.  A limit of 0 (stopped by a
  * drain, cache_rseq_slow.c) is left alone. */
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls);
-/* Every list's limit to its start (open: a heap made ready, a drain done)
- * or to 0 (stopped, for a drain). */
+/* Every list's limit to its start (open: a heap made ready, a drain done;
+ * the caches' refill and flush history forgotten too) or to 0 (stopped,
+ * for a drain). */
 void pcm_heap_set_limits(struct pcm_heap *h, bool open);
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls);
 /* Objects a refill moves into h's cache of cls, or a flush takes out of

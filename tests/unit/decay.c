@@ -99,10 +99,14 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     PCM_CHECK(h->stats.drains > drains, "no drain counted (%lu)", (unsigned long)h->stats.drains);
     PCM_CHECK(h->stats.returned[cls] - returned >= OBJECTS, "%lu objects back in their spans, %u cached",
               (unsigned long)(h->stats.returned[cls] - returned), OBJECTS);
-    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         PCM_CHECK(!pcm_fast_path_is_rseq() || pcm_bin_limit(&h->bins[c]) == pcm_bin_shapes[c].start,
                   "class %u: limit %u after the drain, not %u", c, pcm_bin_limit(&h->bins[c]),
                   pcm_bin_shapes[c].start);
+        /* (the fill's refill had marked its class) */
+        PCM_CHECK(!pcm_fast_path_is_rseq() || h->adapt[c] == 0, "class %u: refill and flush history 0x%x kept "
+                  "across the drain", c, h->adapt[c]);
+    }
 
     /* The CPU's caches work as before. */
     PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
