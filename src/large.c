@@ -39,6 +39,56 @@ static void *hand_out(struct pcm_large *large, size_t offset, size_t size)
     return large->object;
 }
 
+/* Grow the mapping to new_bytes without copying: in place if the pages
+ * above are free, else onto a fresh segment-aligned range (reserved first,
+ * then mremap'd onto).  The segment map's leaves for the new range exist
+ * before the object is handed back, so registering it cannot fail. */
+static struct pcm_large *grow_mapping(struct pcm_large *large, size_t new_bytes)
+{
+    size_t old_bytes = large->map_bytes;
+    /* The kernel says first whether the address space is there; only then
+     * does the map get leaves for it (an absurd size must cost nothing). */
+    if (pcm_os_remap_in_place(large, old_bytes, new_bytes)) {
+        if (pcm_segment_map_prepare(large, new_bytes))
+            return large;
+        pcm_os_remap_in_place(large, new_bytes, old_bytes); /* shrinking in place cannot fail */
+    }
+    struct pcm_large *target = pcm_os_map_aligned(new_bytes, PCM_SEGMENT_SIZE);
+    if (!target)
+        return NULL;
+    if (!pcm_segment_map_prepare(target, new_bytes)) {
+        pcm_os_unmap(target, new_bytes);
+        return NULL;
+    }
+    /* Out of the map before the move frees the old range: from then on
+     * another thread may map there and register its own owner, which a
+     * later clear would erase (its free would abort). */
+    pcm_segment_map_clear(large, old_bytes);
+    if (!pcm_os_remap_fixed(large, old_bytes, new_bytes, target)) {
+        pcm_segment_map_set(large, old_bytes, large); /* its leaves exist: cannot fail */
+        pcm_os_unmap(target, new_bytes);
+        return NULL;
+    }
+    return target;
+}
+
+/* Grow large's mapping to new_bytes (grow_mapping), registered whole in
+ * the segment map; NULL, the mapping unchanged, if it cannot. */
+static struct pcm_large *grow_to(struct pcm_large *large, size_t new_bytes)
+{
+    size_t old_bytes = large->map_bytes;
+    struct pcm_large *moved = grow_mapping(large, new_bytes);
+    if (!moved)
+        return NULL;
+    /* mremap keeps the mapping's advice: give it once, on crossing. */
+    if (pcm_opts.hugepages && new_bytes >= PCM_HUGE_PAGE_SIZE && old_bytes < PCM_HUGE_PAGE_SIZE)
+        pcm_os_hugepage(moved, new_bytes);
+    moved->map_bytes = new_bytes;
+    pcm_segment_map_set(moved, new_bytes, moved); /* leaves prepared: cannot fail */
+    pcm_stats_large_resized(old_bytes, new_bytes);
+    return moved;
+}
+
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
     pcm_ensure_init(); /* it may be the process's first allocation */
@@ -60,9 +110,21 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
      * mapping aligned to at least that much. Cached mappings are only
      * segment-aligned. */
     bool over_aligned = alignment > PCM_SEGMENT_SIZE;
-    struct pcm_large *large = over_aligned ? NULL : pcm_large_cache_take(map_bytes, SIZE_MAX);
-    if (large && zeroed) /* calloc promises zeros for the size asked, no more */
-        memset((char *)large + offset, 0, size);
+    struct pcm_large *large = over_aligned ? NULL : pcm_large_cache_take_nearest(map_bytes);
+    if (large) {
+        size_t old_bytes = large->map_bytes;
+        if (old_bytes < map_bytes) { /* a smaller one, grown (or a fresh one below) */
+            struct pcm_large *grown = grow_to(large, map_bytes);
+            if (!grown)
+                pcm_large_unmap(large);
+            large = grown;
+        }
+        /* calloc promises zeros for the size asked, no more; only the part
+         * the mapping had before it grew may hold a last user's bytes. */
+        size_t dirty = old_bytes > offset ? old_bytes - offset : 0;
+        if (large && zeroed)
+            memset((char *)large + offset, 0, dirty < size ? dirty : size);
+    }
     if (!large) {
         large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : PCM_SEGMENT_SIZE);
         if (!large)
@@ -111,39 +173,6 @@ void pcm_large_free(struct pcm_large *large, void *p, const char *call)
     pcm_decay_maybe();
 }
 
-/* Grow the mapping to new_bytes without copying: in place if the pages
- * above are free, else onto a fresh segment-aligned range (reserved first,
- * then mremap'd onto).  The segment map's leaves for the new range exist
- * before the object is handed back, so registering it cannot fail. */
-static struct pcm_large *grow_mapping(struct pcm_large *large, size_t new_bytes)
-{
-    size_t old_bytes = large->map_bytes;
-    /* The kernel says first whether the address space is there; only then
-     * does the map get leaves for it (an absurd size must cost nothing). */
-    if (pcm_os_remap_in_place(large, old_bytes, new_bytes)) {
-        if (pcm_segment_map_prepare(large, new_bytes))
-            return large;
-        pcm_os_remap_in_place(large, new_bytes, old_bytes); /* shrinking in place cannot fail */
-    }
-    struct pcm_large *target = pcm_os_map_aligned(new_bytes, PCM_SEGMENT_SIZE);
-    if (!target)
-        return NULL;
-    if (!pcm_segment_map_prepare(target, new_bytes)) {
-        pcm_os_unmap(target, new_bytes);
-        return NULL;
-    }
-    /* Out of the map before the move frees the old range: from then on
-     * another thread may map there and register its own owner, which a
-     * later clear would erase (its free would abort). */
-    pcm_segment_map_clear(large, old_bytes);
-    if (!pcm_os_remap_fixed(large, old_bytes, new_bytes, target)) {
-        pcm_segment_map_set(large, old_bytes, large); /* its leaves exist: cannot fail */
-        pcm_os_unmap(target, new_bytes);
-        return NULL;
-    }
-    return target;
-}
-
 /* Give back the tail beyond `need` bytes, with the chunks it covered. */
 static void shrink_mapping(struct pcm_large *large, size_t need)
 {
@@ -178,20 +207,14 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
     /* Grow by at least a quarter: repeated small growth stays amortised. */
     size_t grown = PCM_ALIGN_UP(old_bytes + old_bytes / 4, PCM_PAGE_SIZE);
     size_t new_bytes = need > grown ? need : grown;
-    struct pcm_large *moved = grow_mapping(large, new_bytes);
+    struct pcm_large *moved = grow_to(large, new_bytes);
     if (!moved && new_bytes > need)
-        moved = grow_mapping(large, new_bytes = need);
+        moved = grow_to(large, need);
     if (!moved) {
         errno = ENOMEM;
         return NULL;
     }
-    /* mremap keeps the mapping's advice: give it once, on crossing. */
-    if (pcm_opts.hugepages && new_bytes >= PCM_HUGE_PAGE_SIZE && old_bytes < PCM_HUGE_PAGE_SIZE)
-        pcm_os_hugepage(moved, new_bytes);
-    moved->map_bytes = new_bytes;
     moved->object = (char *)moved + offset;
     moved->requested = size;
-    pcm_segment_map_set(moved, new_bytes, moved); /* leaves prepared: cannot fail */
-    pcm_stats_large_resized(old_bytes, new_bytes);
     return moved->object;
 }

@@ -74,33 +74,55 @@ size_t pcm_large_cache_limit(void)
  * up to most_bytes is taken: its pages are already resident, and reusing
  * them saves the faults of fresh ones - a buffer that grows by realloc to
  * the same size each round reuses last round's mapping and never has to
- * grow it. */
-struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes)
+ * grow it.  With or_smaller, if none holds map_bytes, the largest one that
+ * does not: the caller grows it, and faults in only the difference. */
+static struct pcm_large *take(size_t map_bytes, size_t most_bytes, bool or_smaller)
 {
     if (!pcm_load_relaxed(&cache_bytes))
         return NULL; /* the common case of an empty cache: one load */
     for (unsigned tries = 0; tries < TAKE_TRIES; tries++) {
-        unsigned best = PCM_LARGE_CACHE_SLOTS;
-        pcm_word_t best_word = 0;
-        size_t best_bytes = SIZE_MAX;
+        unsigned fit = PCM_LARGE_CACHE_SLOTS, below = PCM_LARGE_CACHE_SLOTS;
+        pcm_word_t fit_word = 0, below_word = 0;
+        size_t fit_bytes = SIZE_MAX, below_bytes = 0;
         for (unsigned i = 0; i < PCM_LARGE_CACHE_SLOTS; i++) {
             pcm_word_t word = pcm_load_relaxed(&cache_slot[i]);
             size_t have = word_bytes(word);
-            if (word && have >= map_bytes && have <= most_bytes && have < best_bytes) {
-                best = i;
-                best_word = word;
-                best_bytes = have;
+            if (!word)
+                continue;
+            if (have >= map_bytes && have <= most_bytes && have < fit_bytes) {
+                fit = i;
+                fit_word = word;
+                fit_bytes = have;
+            } else if (have < map_bytes && have > below_bytes) {
+                below = i;
+                below_word = word;
+                below_bytes = have;
             }
         }
-        if (best == PCM_LARGE_CACHE_SLOTS)
+        if (fit == PCM_LARGE_CACHE_SLOTS && or_smaller) {
+            fit = below;
+            fit_word = below_word;
+            fit_bytes = below_bytes;
+        }
+        if (fit == PCM_LARGE_CACHE_SLOTS)
             return NULL;
         /* acquire: the putter's writes to the header happen before ours */
-        if (pcm_cas_acq_rel(&cache_slot[best], &best_word, 0)) {
-            pcm_fetch_sub_acq_rel(&cache_bytes, best_bytes);
-            return word_header(best_word);
+        if (pcm_cas_acq_rel(&cache_slot[fit], &fit_word, 0)) {
+            pcm_fetch_sub_acq_rel(&cache_bytes, fit_bytes);
+            return word_header(fit_word);
         }
     }
     return NULL;
+}
+
+struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes)
+{
+    return take(map_bytes, most_bytes, false);
+}
+
+struct pcm_large *pcm_large_cache_take_nearest(size_t map_bytes)
+{
+    return take(map_bytes, SIZE_MAX, true);
 }
 
 bool pcm_large_cache_put(struct pcm_large *large)

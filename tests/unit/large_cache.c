@@ -2,8 +2,9 @@
  * tests/unit/large_cache.c - the cache of freed large mappings
  * (src/large_cache.c): it never holds more than PCMALLOC_LARGE_CACHE,
  * its mappings are unmapped a purge delay after they were last used with
- * no malloc_trim, and malloc_trim(0) says 1 when it unmapped some and 0
- * when nothing was left.
+ * no malloc_trim, malloc_trim(0) says 1 when it unmapped some and 0
+ * when nothing was left, and a request larger than every cached mapping
+ * grows the largest one instead of mapping afresh.
  *
  * The cache's own counters (pcm_large_cache_bytes, the statistics' "large
  * cached") are cross-checked with the kernel: mincore says whether each
@@ -190,13 +191,14 @@ PCM_TEST(large_cache_decays_without_malloc_trim)
     PCM_CHECK(pcm_large_cache_bytes() == map_bytes_of(MIB), "freed 1 MiB, the cache holds %zu bytes",
               pcm_large_cache_bytes());
     PCM_CHECK(!kernel || page_mapped(header_of(kept)) == 1, "the freed mapping was not kept");
-    /* Ticks run on large allocations and frees: these are too big for the
-     * cache (over a quarter of 64 MiB), so what it holds is `kept` alone. */
-    const size_t tick_size = 20 * MIB;
+    /* Ticks run on large allocations and frees: these are aligned beyond
+     * a segment (no cached mapping serves them) and too big for the cache
+     * (over a quarter of 64 MiB), so what it holds is `kept` alone. */
+    const size_t tick_size = 20 * MIB, tick_alignment = 2 * PCM_SEGMENT_SIZE;
     uint64_t released_at = 0;
     for (int round = 0; round < 200 && !released_at; round++) {
         sleep_ms(delay / 4);
-        pcm_free(pcm_malloc(tick_size));
+        pcm_free(pcm_aligned_alloc(tick_alignment, tick_size));
         if (pcm_large_cache_bytes() == 0)
             released_at = now_ms();
     }
@@ -234,6 +236,49 @@ PCM_TEST(large_cache_decays_without_malloc_trim)
         put_at = now_ms();
     }
     PCM_CHECK(judged > 0, "every round overran the %u ms delay", long_delay);
+    restore_cache();
+}
+
+/* A request larger than every cached mapping grows the largest one: no
+ * new mapping, the old pages (still resident) serve as far as they go,
+ * and calloc still gives zeros throughout. */
+PCM_TEST(a_larger_request_grows_a_cached_mapping)
+{
+    set_cache(64, 3600000);
+    bool kernel = mincore_sees_unmapping();
+    for (int zeroed = 0; zeroed < 2; zeroed++) {
+        char *small = pcm_malloc(MIB), *other = pcm_malloc(512 * KIB);
+        PCM_REQUIRE(small && other, "malloc(1 MiB), malloc(512 KiB) failed");
+        memset(small, 0x5a, MIB);
+        memset(other, 0x5b, 512 * KIB);
+        pcm_free(other);
+        pcm_free(small);
+        struct pcm_stats_totals before, after;
+        pcm_stats_totals_read(&before);
+        PCM_CHECK(before.large_cached == 2, "%lu mappings cached, not 2", (unsigned long)before.large_cached);
+        size_t size = 3 * MIB;
+        char *big = zeroed ? pcm_calloc(1, size) : pcm_malloc(size);
+        PCM_REQUIRE(big, "%s of 3 MiB failed", zeroed ? "calloc" : "malloc");
+        pcm_stats_totals_read(&after);
+        /* The 1 MiB mapping, the larger of the two, was taken and grown. */
+        PCM_CHECK(after.large_objects == before.large_objects, "large mappings %lu -> %lu: a new one was made",
+                  (unsigned long)before.large_objects, (unsigned long)after.large_objects);
+        PCM_CHECK(after.large_cached == 1 && pcm_large_cache_bytes() == map_bytes_of(512 * KIB),
+                  "%lu mappings, %zu bytes cached: not the 512 KiB one alone", (unsigned long)after.large_cached,
+                  pcm_large_cache_bytes());
+        PCM_CHECK(pcm_malloc_usable_size(big) >= size, "usable size %zu of a 3 MiB object",
+                  pcm_malloc_usable_size(big));
+        if (kernel)
+            PCM_CHECK(resident_in(header_of(big), MIB) >= MIB / 2, "%zu bytes of the grown mapping's first MiB "
+                      "resident: its old pages did not serve", resident_in(header_of(big), MIB));
+        size_t nonzero = 0;
+        for (size_t i = 0; zeroed && i < size; i++)
+            nonzero += big[i] != 0;
+        PCM_CHECK(nonzero == 0, "calloc of 3 MiB on a reused mapping: %zu bytes not zero", nonzero);
+        memset(big, 0x77, size);
+        pcm_free(big);
+        pcm_malloc_trim(0);
+    }
     restore_cache();
 }
 
