@@ -193,7 +193,9 @@ PCM_TEST(mallinfo2_follows_small_objects)
 
 PCM_TEST(mallinfo2_follows_large_objects)
 {
-    /* 64 MiB: too big for the cache of freed mappings, so free unmaps it. */
+    /* 64 MiB: too big for the cache of freed mappings, so free unmaps it.
+     * The cache emptied first: a malloc may grow a cached mapping. */
+    pcm_malloc_trim(0);
     struct mallinfo2 before = pcm_mallinfo2();
     info_consistent("before", before);
     void *p = pcm_malloc(64 * MIB);
