@@ -68,10 +68,12 @@ LIB_CFLAGS := $(BASE_CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec
 LIBS := -lpthread $(ARCH_LIBS.$(ARCH)) $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(sort $(wildcard src/*.c)) $(sort $(wildcard arch/$(ARCH)/*.c))
-LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+# api.c goes into the library as api_names.o, which also names malloc and
+# free (aliases of pcm_malloc and pcm_free: src/api.c).
+LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out src/api.c,$(LIB_SRC))) $(BUILD)/obj/src/api_names.o
 # Tests link the allocator without the interposition layer: they call the
 # pcm_* names, and the harness keeps using libc's malloc.
-CORE_OBJ := $(filter-out $(BUILD)/obj/src/preload.o,$(LIB_OBJ))
+CORE_OBJ := $(filter-out $(BUILD)/obj/src/preload.o $(BUILD)/obj/src/api_names.o,$(LIB_OBJ)) $(BUILD)/obj/src/api.o
 HEADERS := $(wildcard include/*.h src/*.h arch/$(ARCH)/*.h tests/harness/*.h tests/*/*.h)
 
 HARNESS_SRC := tests/harness/harness.c tests/harness/platform_libc.c
@@ -130,6 +132,11 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(LIB_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/src/api_names.o: src/api.c $(HEADERS) | $(NEED_DEPS)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$@)
+	$(Q)$(CC) $(LIB_CFLAGS) -DPCM_STANDARD_NAMES -c $< -o $@
 
 $(BUILD)/libpcmalloc.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)

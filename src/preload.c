@@ -1,10 +1,12 @@
 /*
- * preload.c - the interposition layer: the one file that exports the
- * standard allocation names, so that LD_PRELOAD=libpcmalloc.so (or linking
+ * preload.c - the interposition layer: the file that exports the standard
+ * allocation names, so that LD_PRELOAD=libpcmalloc.so (or linking
  * -lpcmalloc) routes every malloc of the process - libc's, ld.so's after
  * start-up, libstdc++'s operator new - to pcmalloc.  Each is a tail call
- * to its pcm_* twin (bound inside the library by -Bsymbolic-functions).
- * Also here: the fork handlers and the report at exit.
+ * to its pcm_* twin (bound inside the library by -Bsymbolic-functions);
+ * malloc and free, the hottest, are aliases instead, made where their
+ * twins are defined (api.c, PCM_STANDARD_NAMES).  Also here: the fork
+ * handlers and the report at exit.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -17,16 +19,6 @@
 #include "stats.h"
 
 #define PCM_EXPORT __attribute__((visibility("default")))
-
-PCM_EXPORT void *malloc(size_t size)
-{
-    return pcm_malloc(size);
-}
-
-PCM_EXPORT void free(void *p)
-{
-    pcm_free(p);
-}
 
 PCM_EXPORT void *calloc(size_t count, size_t size)
 {

@@ -26,8 +26,16 @@ arm64) section_store='tpidr_el0' forbidden='(^|[[:space:]])(ld[a]?xr[bh]?|st[l]?
 esac
 status=0
 for function in pcm_malloc pcm_free; do
-    body=$("$objdump" -d --no-show-raw-insn --disassemble="$function" "$library" |
-        awk -v f="<$function>:" '$2 == f {on = 1; next} /^$/ {on = 0} on')
+    # By address and size from the symbol table: the library also names
+    # them malloc and free (aliases), and objdump labels the code with
+    # either name.
+    read -r start size < <("$objdump" -t "$library" | awk -v f="$function" '$NF == f {print $1, $(NF - 1); exit}')
+    body=""
+    if [ -n "${start:-}" ]; then
+        body=$("$objdump" -d --no-show-raw-insn --start-address="0x$start" \
+            --stop-address="$(printf '0x%x' $((0x$start + 0x$size)))" "$library" |
+            awk '/^[0-9a-f]+ <.*>:$/ {on = 1; next} /^$/ {on = 0} on')
+    fi
     instructions=$(printf '%s\n' "$body" | grep -c ':')
     offenders=$(printf '%s\n' "$body" | cut -f2- | grep -E "$forbidden")
     if [ "$instructions" -lt 10 ]; then
