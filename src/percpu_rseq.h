@@ -23,8 +23,9 @@
  * exclusive pair - or by a drain from another CPU while n's sections are
  * stopped (their limit 0, which every section that needs no heap lock
  * checks) and fenced by membarrier (cache_rseq_slow.c:
- * pcm_heap_drain_caches_rseq_locked).  ABA cannot arise: no other thread can change the slot between
- * a section's load and its commit without the section being aborted.
+ * pcm_heap_drain_caches_rseq_locked).  ABA cannot arise: no other
+ * thread can change the slot between a section's load and its commit
+ * without the section being aborted.
  * Never mixed with the CAS operations of percpu_cache.h: the path is
  * chosen once, before the first object is cached (fast_path.h).
  *

@@ -62,8 +62,11 @@ PCM_TEST(sizeclass_lookup_exhaustive)
     for (size_t s = 0; s <= PCM_SMALL_MAX; s++) {
         unsigned c = pcm_size_class(s);
         /* The table (up to PCM_CLASS_TABLE_MAX) and the arithmetic agree. */
-        if (s > 128 && s <= PCM_CLASS_TABLE_MAX && pcm_size_class_above_128(s) != c && reported++ < 10)
-            PCM_CHECK(false, "size %zu: class %u by the table, %u by the arithmetic", s, c,
+        if (s >= 1 && s <= PCM_CLASS_TABLE_MAX && pcm_class_of_step[(s - 1) >> 4] != c && reported++ < 10)
+            PCM_CHECK(false, "size %zu: class %u by the table, %u by pcm_size_class", s,
+                      pcm_class_of_step[(s - 1) >> 4], c);
+        if (s > 128 && pcm_size_class_above_128(s) != c && reported++ < 10)
+            PCM_CHECK(false, "size %zu: class %u by pcm_size_class, %u by the arithmetic", s, c,
                       pcm_size_class_above_128(s));
         bool ok = c < PCM_CLASS_COUNT && pcm_class_size(c) >= s
                   && (c == 0 || pcm_class_size(c - 1) < s);
