@@ -183,8 +183,9 @@ static inline __attribute__((always_inline)) void small_free(struct pcm_span *sp
         pcm_word_t mark = pcm_free_mark(p);
         if (PCM_FREE_MARK_WIDE)
             ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
-        pcm_arch_rseq_push(pcm_rseq_slot0_of_span(span), pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full,
-                           aborted);
+        /* (size_t: the - 1 folds into the slot's offset) */
+        pcm_arch_rseq_push(pcm_rseq_slot0((size_t)span->class_plus1 - 1), pcm_cpu_rseq_offset, span->owner, p, mark,
+                           other_cpu, full, aborted);
         return;
         /* Out of line, with nothing but p: the fast path keeps no other
          * value alive across the section, so it saves no registers. */

@@ -76,40 +76,36 @@ size_t pcm_large_cache_limit(void)
  * the same size each round reuses last round's mapping and never has to
  * grow it.  With or_smaller, if none holds map_bytes, the largest one that
  * does not: the caller grows it, and faults in only the difference. */
+struct pick {
+    unsigned slot; /* PCM_LARGE_CACHE_SLOTS: none */
+    pcm_word_t word;
+    size_t bytes;
+};
+
 static struct pcm_large *take(size_t map_bytes, size_t most_bytes, bool or_smaller)
 {
     if (!pcm_load_relaxed(&cache_bytes))
         return NULL; /* the common case of an empty cache: one load */
     for (unsigned tries = 0; tries < TAKE_TRIES; tries++) {
-        unsigned fit = PCM_LARGE_CACHE_SLOTS, below = PCM_LARGE_CACHE_SLOTS;
-        pcm_word_t fit_word = 0, below_word = 0;
-        size_t fit_bytes = SIZE_MAX, below_bytes = 0;
+        struct pick fit = {PCM_LARGE_CACHE_SLOTS, 0, SIZE_MAX}, below = {PCM_LARGE_CACHE_SLOTS, 0, 0};
         for (unsigned i = 0; i < PCM_LARGE_CACHE_SLOTS; i++) {
             pcm_word_t word = pcm_load_relaxed(&cache_slot[i]);
             size_t have = word_bytes(word);
             if (!word)
                 continue;
-            if (have >= map_bytes && have <= most_bytes && have < fit_bytes) {
-                fit = i;
-                fit_word = word;
-                fit_bytes = have;
-            } else if (have < map_bytes && have > below_bytes) {
-                below = i;
-                below_word = word;
-                below_bytes = have;
-            }
+            if (have >= map_bytes && have <= most_bytes && have < fit.bytes)
+                fit = (struct pick){i, word, have};
+            else if (have < map_bytes && have > below.bytes)
+                below = (struct pick){i, word, have};
         }
-        if (fit == PCM_LARGE_CACHE_SLOTS && or_smaller) {
+        if (fit.slot == PCM_LARGE_CACHE_SLOTS && or_smaller)
             fit = below;
-            fit_word = below_word;
-            fit_bytes = below_bytes;
-        }
-        if (fit == PCM_LARGE_CACHE_SLOTS)
+        if (fit.slot == PCM_LARGE_CACHE_SLOTS)
             return NULL;
         /* acquire: the putter's writes to the header happen before ours */
-        if (pcm_cas_acq_rel(&cache_slot[fit], &fit_word, 0)) {
-            pcm_fetch_sub_acq_rel(&cache_bytes, fit_bytes);
-            return word_header(fit_word);
+        if (pcm_cas_acq_rel(&cache_slot[fit.slot], &fit.word, 0)) {
+            pcm_fetch_sub_acq_rel(&cache_bytes, fit.bytes);
+            return word_header(fit.word);
         }
     }
     return NULL;

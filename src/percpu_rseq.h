@@ -88,14 +88,6 @@ static inline pcm_word_t *pcm_rseq_slot0(size_t cls)
     return (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr;
 }
 
-/* The same for the class of span's objects, from its class_plus1 with no
- * subtraction (free's fast path). */
-static inline pcm_word_t *pcm_rseq_slot0_of_span(const struct pcm_span *span)
-{
-    return (pcm_word_t *)((char *)pcm_heaps + (offsetof(struct pcm_heap, bins) - sizeof(struct pcm_bin)) +
-                          (size_t)span->class_plus1 * sizeof(struct pcm_bin));
-}
-
 /* The same for the outgoing lists (heap.h), which the same sections push
  * and take: a bin of their own, the limit at the same offset. */
 static inline pcm_word_t *pcm_rseq_outgoing_slot0(size_t cls)
