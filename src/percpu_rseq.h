@@ -62,6 +62,9 @@
 #define PCM_RSEQ_ABORTED ((void *)1)
 
 #define PCM_RSEQ_STRIDE (sizeof(struct pcm_heap))
+/* log2 of the stride: the sections find a CPU's slot with a shift. */
+#define PCM_RSEQ_STRIDE_SHIFT __builtin_ctzl(PCM_RSEQ_STRIDE)
+_Static_assert((PCM_RSEQ_STRIDE & (PCM_RSEQ_STRIDE - 1)) == 0, "a heap's size is a power of two");
 /* From a slot to its bin's limit (a push's bound). */
 #define PCM_RSEQ_LIMIT_OFFSET (offsetof(struct pcm_bin, limit))
 _Static_assert(offsetof(struct pcm_bin, cache) == 0 && offsetof(pcm_pair_t, half.ptr) == 0,

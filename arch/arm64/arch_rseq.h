@@ -54,7 +54,7 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  "ldr w9, [%[area], #4]\n\t" /* cpu_id, zero-extended */                        \
                  "cmp w9, %w[cpus]\n\t"                                                         \
                  "b.hs 2f\n\t"                                                                  \
-                 "madd x9, x9, %[stride], %[slot]\n\t"                                          \
+                 "add x9, %[slot], x9, lsl %[shift]\n\t"                                        \
                  "ldr w10, [x9, %[limit]]\n\t" /* stopped (a drain): empty */                   \
                  "cbz w10, 2f\n\t"                                                              \
                  "ldr %[obj], [x9]\n\t"                                                         \
@@ -68,7 +68,7 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  : [obj] "=&r"(obj_)                                                            \
                  : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)), [cpus] "r"(*(cpus_)), \
                    [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                                          \
-                   [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)                                    \
+                   [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)                                           \
                  : "x9", "x10", "memory", "cc"                                                  \
                  : aborted);                                                                    \
         if (!(obj_))                                                                            \
@@ -77,13 +77,13 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
 
 /* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then the
  * slot), x10 (top), x11 (depth, then word 1), x12 (the limit). */
-#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)     \
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)      \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
                  "1:\n\t"                                                                       \
                  "ldr w9, [%[area], #4]\n\t"                                                    \
                  "cmp w9, %w[who]\n\t"                                                          \
                  jump_ " %l[" #miss "]\n\t"                                                     \
-                 "madd x9, x9, %[stride], %[slot]\n\t"                                          \
+                 "add x9, %[slot], x9, lsl %[shift]\n\t"                                        \
                  "ldr x10, [x9]\n\t"                                                            \
                  "mov x11, #0\n\t"                                                              \
                  "ldr w12, [x9, %[limit]]\n\t"                                                  \
@@ -103,7 +103,7 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  :                                                                              \
                  : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
                    [who] "r"((unsigned)(who_)), [object] "r"(obj_), [mark] "r"(mark_),          \
-                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)  \
+                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)       \
                  : "x9", "x10", "x11", "x12", "memory", "cc"                                    \
                  : miss, full, aborted)
 /* The two checks of the CPU (see arch/x86_64/arch_rseq.h). */
@@ -123,7 +123,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "ldr %w[slot], [%[area], #4]\n\t"
         "cmp %w[slot], %w[owner]\n\t"
         "b.ne 5f\n\t"
-        "madd %[slot], %[slot], %[stride], %[slot0]\n\t"
+        "add %[slot], %[slot0], %[slot], lsl %[shift]\n\t"
         "ldr %w[chain], [%[slot], %[limit]]\n\t" /* stopped (a drain): empty */
         "cbz %w[chain], 5f\n\t"
         "ldr %[chain], [%[slot]]\n\t"
@@ -139,7 +139,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "6:\n\t"
         : [chain] "=&r"(chain), [slot] "=&r"(slot)
         : [slot0] "r"(slot0), [area] "r"(pcm_arch_rseq_area(off)), [owner] "r"(owner),
-          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)
+          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)
         : "memory", "cc");
     return chain;
 }
@@ -152,7 +152,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
                  "ldr w9, [%[area], #4]\n\t"                                                    \
                  "cmp w9, %w[owner]\n\t"                                                        \
                  "b.ne %l[" #refused "]\n\t"                                                    \
-                 "madd x9, x9, %[stride], %[slot]\n\t"                                          \
+                 "add x9, %[slot], x9, lsl %[shift]\n\t"                                        \
                  "ldr x10, [x9]\n\t"                                                            \
                  "cbnz x10, %l[" #refused "]\n\t"                                               \
                  "str %[chain], [x9]\n\t" /* commit */                                          \
@@ -163,6 +163,6 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
                  :                                                                              \
                  : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
                    [owner] "r"((unsigned)(owner_)), [chain] "r"(chain_),                        \
-                   [stride] "r"((pcm_word_t)PCM_RSEQ_STRIDE)                                    \
+                   [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)                                           \
                  : "x9", "x10", "memory", "cc"                                                  \
                  : refused, aborted)

@@ -56,7 +56,7 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
         "movl %%gs:4(%[off]), %%eax\n\t" /* cpu_id */
         "cmpl %[cpus], %%eax\n\t"
         "jae 5f\n\t"
-        "imull %[stride], %%eax, %%eax\n\t"
+        "shll %[shift], %%eax\n\t"
         "addl %[slot0], %%eax\n\t"
         "cmpl $0, %c[limit](%%eax)\n\t" /* stopped (a drain): empty */
         "je 5f\n\t"
@@ -76,7 +76,7 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
         "6:\n\t"
         : [obj] "=&r"(obj), [next] "=&r"(next)
         : [slot0] "rm"(slot0), [off] "r"(off), [cpus] "m"(*cpus), [anchor] "r"(pcm_rseq_anchor),
-          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "i"(PCM_RSEQ_STRIDE)
+          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)
         : "eax", "memory", "cc");
     return obj;
 }
@@ -105,7 +105,7 @@ struct pcm_arch_rseq_push_args {
     pcm_word_t mark;   /* 8 */
 };
 
-#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)     \
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)      \
     do {                                                                                        \
         const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(who_), (mark_)}; \
         __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                        \
@@ -113,10 +113,10 @@ struct pcm_arch_rseq_push_args {
                      "movl %%gs:4(%[off]), %%eax\n\t"                                           \
                      "cmpl 4(%[args]), %%eax\n\t"                                               \
                      jump_ " %l[" #miss "]\n\t"                                                 \
-                     "imull %[stride], %%eax, %%eax\n\t"                                        \
+                     "shll %[shift], %%eax\n\t"                                                 \
                      "addl 0(%[args]), %%eax\n\t"                                               \
                      "movl (%%eax), %%ecx\n\t"                                                  \
-                     "movl %%ecx, (%[object])\n\t" /* obj->next = top: obj is still ours */    \
+                     "movl %%ecx, (%[object])\n\t" /* obj->next = top: obj is still ours */     \
                      "testl %%ecx, %%ecx\n\t"                                                   \
                      "jz 7f\n\t"                                                                \
                      "movl 4(%%ecx), %%ecx\n\t"                                                 \
@@ -133,7 +133,7 @@ struct pcm_arch_rseq_push_args {
                      ".popsection\n\t"                                                          \
                      :                                                                          \
                      : [args] "r"(&pcm_args_), "m"(pcm_args_), [off] "r"(off_), [object] "r"(obj_), \
-                       [anchor] "r"(pcm_rseq_anchor), [stride] "i"(PCM_RSEQ_STRIDE),            \
+                       [anchor] "r"(pcm_rseq_anchor), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT),       \
                        [limit] "i"(PCM_RSEQ_LIMIT_OFFSET)                                       \
                      : "eax", "ecx", "memory", "cc"                                             \
                      : miss, full, aborted);                                                    \
@@ -154,7 +154,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "movl %%gs:4(%[off]), %%eax\n\t"
         "cmpl %[owner], %%eax\n\t"
         "jne 5f\n\t"
-        "imull %[stride], %%eax, %%eax\n\t"
+        "shll %[shift], %%eax\n\t"
         "addl %[slot0], %%eax\n\t"
         "cmpl $0, %c[limit](%%eax)\n\t" /* stopped (a drain): empty */
         "je 5f\n\t"
@@ -171,7 +171,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "6:\n\t"
         : [chain] "=&r"(chain)
         : [slot0] "rm"(slot0), [off] "r"(off), [owner] "rm"(owner), [anchor] "r"(pcm_rseq_anchor),
-          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "i"(PCM_RSEQ_STRIDE)
+          [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)
         : "eax", "memory", "cc");
     return chain;
 }
@@ -184,7 +184,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
                  "movl %%gs:4(%[off]), %%eax\n\t"                                               \
                  "cmpl %[owner], %%eax\n\t"                                                     \
                  "jne %l[" #refused "]\n\t"                                                     \
-                 "imull %[stride], %%eax, %%eax\n\t"                                            \
+                 "shll %[shift], %%eax\n\t"                                                     \
                  "addl %[slot], %%eax\n\t"                                                      \
                  "cmpl $0, (%%eax)\n\t"                                                         \
                  "jne %l[" #refused "]\n\t"                                                     \
@@ -195,6 +195,6 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
                  ".popsection\n\t"                                                              \
                  :                                                                              \
                  : [slot] "r"(slot0_), [off] "r"(off_), [owner] "r"((unsigned)(owner_)), [chain] "r"(chain_), \
-                   [anchor] "r"(pcm_rseq_anchor), [stride] "i"(PCM_RSEQ_STRIDE)                 \
+                   [anchor] "r"(pcm_rseq_anchor), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)            \
                  : "eax", "memory", "cc"                                                        \
                  : refused, aborted)

@@ -9,7 +9,8 @@
  *      rseq_cs - from here on the kernel checks, on every preemption,
  *      migration and signal, whether the thread stopped between 1: and 2:
  *      and if so resumes it at 4: instead;
- *   2. cpu_id is read and the CPU's slot found: slot0 + cpu * stride;
+ *   2. cpu_id is read and the CPU's slot found: slot0 + cpu * stride
+ *      (a shift: the stride, a heap's size, is a power of two);
  *   3. plain loads, and writes only to objects the caller owns, then ONE
  *      committing store to the slot, the last instruction before 2:.
  * Why a restart is safe at every instruction: before the commit, nothing
@@ -40,13 +41,13 @@
 
 _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG");
 
-#define PCM_RSEQ_DESCRIPTOR                                                    \
-    ".pushsection __rseq_cs, \"aw\"\n\t"                                       \
-    ".balign 32\n\t"                                                           \
-    "3: .long 0, 0\n\t"                                                        \
-    ".quad 1f, 2f - 1f, 4f\n\t"                                                \
-    ".popsection\n\t"                                                          \
-    "leaq 3b(%%rip), %%rax\n\t"                                                \
+#define PCM_RSEQ_DESCRIPTOR                                                                     \
+    ".pushsection __rseq_cs, \"aw\"\n\t"                                                        \
+    ".balign 32\n\t"                                                                            \
+    "3: .long 0, 0\n\t"                                                                         \
+    ".quad 1f, 2f - 1f, 4f\n\t"                                                                 \
+    ".popsection\n\t"                                                                           \
+    "leaq 3b(%%rip), %%rax\n\t"                                                                 \
     "movq %%rax, %%fs:8(%[off])\n\t" /* area->rseq_cs = &descriptor */
 
 #define PCM_RSEQ_SIGNATURE ".byte 0x0f, 0xb9, 0x3d\n\t.long 0x53053053\n\t"
@@ -72,22 +73,21 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
                  "movl %%fs:4(%[off]), %%eax\n\t" /* cpu_id */                                  \
                  "cmpl %[cpus], %%eax\n\t"                                                      \
                  "jae 2f\n\t"                                                                   \
-                 "imulq %[stride], %%rax, %%rax\n\t"                                            \
-                 "addq %[slot], %%rax\n\t"                                                      \
-                 "cmpl $0, %c[limit](%%rax)\n\t" /* stopped (a drain): empty */                 \
+                 "shlq %[shift], %%rax\n\t"                                                     \
+                 "cmpl $0, %c[limit](%%rax, %[slot])\n\t" /* stopped (a drain): empty */        \
                  "je 2f\n\t"                                                                    \
-                 "movq (%%rax), %[obj]\n\t"                                                     \
+                 "movq (%%rax, %[slot]), %[obj]\n\t"                                            \
                  "testq %[obj], %[obj]\n\t"                                                     \
                  "jz 2f\n\t"                                                                    \
                  "movq (%[obj]), %%rcx\n\t"                                                     \
-                 "movq %%rcx, (%%rax)\n\t" /* commit */                                         \
+                 "movq %%rcx, (%%rax, %[slot])\n\t" /* commit */                                \
                  "2:\n\t"                                                                       \
                  ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
                  "4: jmp %l[" #aborted "]\n\t"                                                  \
                  ".popsection\n\t"                                                              \
                  : [obj] "=&r"(obj_)                                                            \
                  : [slot] "r"(slot0_), [off] "r"(off_), [cpus] "m"(*(cpus_)),                   \
-                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [stride] "i"(PCM_RSEQ_STRIDE)            \
+                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)       \
                  : "rax", "rcx", "memory", "cc"                                                 \
                  : aborted);                                                                    \
         if (!(obj_))                                                                            \
@@ -106,40 +106,39 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
  *     (abort: goto aborted)
  * mark is pcm_free_mark(obj): its low PCM_DEPTH_BITS are 0, so + is |.
  */
-#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)     \
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)      \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
                  "movl %%fs:4(%[off]), %%eax\n\t"                                               \
-                 "cmpl %k[who], %%eax\n\t"                                                       \
+                 "cmpl %k[who], %%eax\n\t"                                                      \
                  jump_ " %l[" #miss "]\n\t"                                                     \
-                 "imulq %[stride], %%rax, %%rax\n\t"                                            \
-                 "addq %[slot], %%rax\n\t"                                                      \
-                 "movq (%%rax), %%rcx\n\t"                                                      \
+                 "shlq %[shift], %%rax\n\t"                                                     \
+                 "movq (%%rax, %[slot]), %%rcx\n\t"                                             \
                  "xorl %%edx, %%edx\n\t"                                                        \
                  "testq %%rcx, %%rcx\n\t"                                                       \
                  "jz 7f\n\t"                                                                    \
                  "movzwl 8(%%rcx), %%edx\n\t" /* depth: PCM_DEPTH_BITS == 16 */                 \
-                 "7: cmpl %c[limit](%%rax), %%edx\n\t" /* a heap not yet ready: 0 */            \
+                 "7: cmpl %c[limit](%%rax, %[slot]), %%edx\n\t" /* a heap not yet ready: 0 */   \
                  "jae %l[" #full "]\n\t"                                                        \
                  "movq %%rcx, (%[object])\n\t"                                                  \
                  "leaq 1(%%rdx, %[mark]), %%rdx\n\t"                                            \
                  "movq %%rdx, 8(%[object])\n\t"                                                 \
-                 "movq %[object], (%%rax)\n\t" /* commit */                                     \
+                 "movq %[object], (%%rax, %[slot])\n\t" /* commit */                            \
                  "2:\n\t"                                                                       \
                  ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
                  "4: jmp %l[" #aborted "]\n\t"                                                  \
                  ".popsection\n\t"                                                              \
                  :                                                                              \
                  : [slot] "r"(slot0_), [off] "r"(off_), [who] "r"((unsigned)(who_)), [object] "r"(obj_), \
-                   [mark] "r"(mark_), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                      \
-                   [stride] "i"(PCM_RSEQ_STRIDE)                                              \
+                   [mark] "r"(mark_), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                       \
+                   [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)                                           \
                  : "rax", "rcx", "rdx", "memory", "cc"                                          \
                  : miss, full, aborted)
 /* The two checks of the CPU: it is `owner` (else goto other_cpu), or it is
  * any CPU below *cpus (else goto no_cpu). */
-#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)         \
     pcm_arch_rseq_push_if("jne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
-#define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)      \
+#define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)        \
     pcm_arch_rseq_push_if("jae", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
 
 /*
@@ -158,7 +157,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "movl %%fs:4(%[off]), %%eax\n\t"
         "cmpl %k[owner], %%eax\n\t"
         "jne 5f\n\t"
-        "imulq %[stride], %%rax, %%rax\n\t"
+        "shlq %[shift], %%rax\n\t"
         "addq %[slot0], %%rax\n\t"
         "cmpl $0, %c[limit](%%rax)\n\t" /* stopped (a drain): empty */
         "je 5f\n\t"
@@ -175,7 +174,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "6:\n\t"
         : [chain] "=&r"(chain)
         : [slot0] "r"(slot0), [off] "r"(off), [owner] "r"(owner), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),
-          [stride] "i"(PCM_RSEQ_STRIDE)
+          [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)
         : "rax", "memory", "cc");
     return chain;
 }
@@ -195,7 +194,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
                  "movl %%fs:4(%[off]), %%eax\n\t"                                               \
                  "cmpl %k[owner], %%eax\n\t"                                                    \
                  "jne %l[" #refused "]\n\t"                                                     \
-                 "imulq %[stride], %%rax, %%rax\n\t"                                            \
+                 "shlq %[shift], %%rax\n\t"                                                     \
                  "addq %[slot], %%rax\n\t"                                                      \
                  "cmpq $0, (%%rax)\n\t"                                                         \
                  "jne %l[" #refused "]\n\t"                                                     \
@@ -206,6 +205,6 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
                  ".popsection\n\t"                                                              \
                  :                                                                              \
                  : [slot] "r"(slot0_), [off] "r"(off_), [owner] "r"((unsigned)(owner_)),        \
-                   [chain] "r"(chain_), [stride] "i"(PCM_RSEQ_STRIDE)                           \
+                   [chain] "r"(chain_), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)                      \
                  : "rax", "memory", "cc"                                                        \
                  : refused, aborted)
