@@ -34,6 +34,7 @@ static void *refill_locked(struct pcm_heap *h, unsigned cls)
 
 void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
 {
+    pcm_decay_maybe();
     struct pcm_heap *locked = pcm_heap_lock_any(h);
     pcm_heap_drain_remote_locked(locked);
     /* Another thread may have refilled the cache while we waited. */
@@ -48,6 +49,7 @@ void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
 
 void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
 {
+    pcm_decay_maybe();
     struct pcm_bin *bin = &h->bins[cls];
     if (!pcm_heap_trylock(h)) {
         /* Busy: onto h's remote queue, which its lock holders drain.  (Not
@@ -75,7 +77,6 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_heap_unlock(h);
     if (kept)
         pcm_cache_push_chain(&bin->cache, keep_first, keep_last, kept);
-    pcm_decay_maybe();
 }
 
 bool pcm_heap_drain_caches_cas_locked(struct pcm_heap *h)

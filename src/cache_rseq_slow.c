@@ -177,6 +177,7 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
         obj = PCM_RSEQ_EMPTY;
     }
     if (obj == PCM_RSEQ_EMPTY) {
+        pcm_decay_maybe();
         int cpu = pcm_rseq_cpu();
         if (cpu >= 0) {
             obj = refill(&pcm_heaps[cpu], cls);
@@ -252,6 +253,7 @@ static void send_outgoing(unsigned cls, unsigned owner, void *obj)
 static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
 {
     unsigned cls = span->class_plus1 - 1u;
+    pcm_decay_maybe();
     pcm_heap_prepare(h);
     if (!pcm_heap_trylock(h)) {
         /* Busy: obj's owner takes it back from its remote queue. */
@@ -275,7 +277,6 @@ static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
     if (chain && !put_chain_locked(h, cls, chain))
         pcm_heap_return_chain_locked(h, chain);
     pcm_heap_unlock(h);
-    pcm_decay_maybe();
 }
 
 void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)

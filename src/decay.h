@@ -1,16 +1,21 @@
 /*
  * decay.h - memory that stayed free goes back to the OS after
- * PCMALLOC_PURGE_DELAY milliseconds, without a background thread: the
- * free path's flushes and every large allocation and free call
- * pcm_decay_maybe, and once per delay one of them runs a tick over every
- * heap whose lock it can take, and over the large cache (large_cache.h).  A page is
- * decommitted at the first tick that finds it free (in no span) and
- * touched, as the tick before did (pcm_segment_decay) - so it stayed free
- * for at least one period, at most two; so is a cached large mapping.  A
- * heap with no refill and no flush for a whole period has its CPU's
- * caches emptied into their spans first (pcm_decay_drain_caches_locked),
- * so a CPU no thread uses any more does not keep their spans.  A program
- * that stops calling malloc and free keeps its pages until malloc_trim(0).
+ * PCMALLOC_PURGE_DELAY milliseconds, without a background thread: every
+ * refill and flush and every large allocation and free call
+ * pcm_decay_maybe first, and once per delay one of them runs a tick over
+ * every heap whose lock it can take, and over the large cache
+ * (large_cache.h).  A page is decommitted at the first tick that finds it
+ * free (in no span) and touched, as the tick before did
+ * (pcm_segment_decay) - so it stayed free for at least one period, at
+ * most two; so is a cached large mapping, and so are the free pages of a
+ * span still in use that nothing was cut from or given back to since the
+ * tick before.  After a quiet period - no such call for a whole delay -
+ * all of that goes back at the first call, since nothing can have changed
+ * meanwhile.  A heap with no refill and no flush for a whole period has
+ * its CPU's caches emptied into their spans first
+ * (pcm_decay_drain_caches_locked), so a CPU no thread uses any more does
+ * not keep their spans.  A program that stops calling malloc and free
+ * keeps its pages until malloc_trim(0) or its next slow path.
  */
 #ifndef PCM_DECAY_H
 #define PCM_DECAY_H
@@ -20,7 +25,9 @@
 struct pcm_heap;
 
 /* Cheap when no tick is due: a clock read and a compare.  Call with no
- * heap lock held. */
+ * heap lock held, at the start of every slow path that changes the spans
+ * or the large cache (refill, flush, large malloc and free).  errno is
+ * left as it was. */
 void pcm_decay_maybe(void);
 
 /* h's CPU's caches (and outgoing lists) into the spans, from any CPU,

@@ -470,9 +470,9 @@ static size_t trim_spans_locked(struct pcm_heap *h, bool idle_only)
     return released;
 }
 
-size_t pcm_heap_decay_spans_locked(struct pcm_heap *h)
+size_t pcm_heap_decay_spans_locked(struct pcm_heap *h, bool all)
 {
-    return trim_spans_locked(h, true);
+    return trim_spans_locked(h, !all);
 }
 
 size_t pcm_heap_trim_locked(struct pcm_heap *h)

@@ -260,8 +260,9 @@ void *pcm_heap_return_first_locked(struct pcm_heap *h, void *chain, size_t n);
 size_t pcm_heap_trim_locked(struct pcm_heap *h);
 /* A decay tick's share of the spans that still hold objects: the free
  * pages of those that stayed idle - nothing cut from them, nothing back -
- * since the previous tick (span_trim.c); the bytes given back. */
-size_t pcm_heap_decay_spans_locked(struct pcm_heap *h);
+ * since the previous tick (all: of every one, after a quiet period -
+ * decay.c) (span_trim.c); the bytes given back. */
+size_t pcm_heap_decay_spans_locked(struct pcm_heap *h, bool all);
 /* Give back every span of h with no object out, also the one a bin keeps
  * to avoid cutting a new span on every refill (trim and decay ticks). */
 void pcm_heap_release_empty_spans_locked(struct pcm_heap *h);

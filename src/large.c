@@ -93,10 +93,8 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
     pcm_ensure_init(); /* it may be the process's first allocation */
     /* A program that only makes large allocations must see its cache
-     * (and free pages) decay too; errno: a successful malloc keeps it. */
-    int saved_errno = errno;
+     * (and free pages) decay too. */
     pcm_decay_maybe();
-    errno = saved_errno;
     size_t offset = object_offset(alignment);
     /* Like glibc, no object larger than PTRDIFF_MAX: pointer differences
      * within it must fit a ptrdiff_t. */
@@ -167,10 +165,10 @@ void pcm_large_check(struct pcm_large *large, void *p, const char *call)
 void pcm_large_free(struct pcm_large *large, void *p, const char *call)
 {
     pcm_large_check(large, p, call);
+    pcm_decay_maybe(); /* before the put: this mapping is not idle */
     large->object = NULL;
     if (!pcm_large_cache_put(large))
         pcm_large_unmap(large);
-    pcm_decay_maybe();
 }
 
 /* Give back the tail beyond `need` bytes, with the chunks it covered. */

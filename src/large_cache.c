@@ -175,7 +175,7 @@ bool pcm_large_cache_trim(void)
     return any;
 }
 
-size_t pcm_large_cache_decay(void)
+size_t pcm_large_cache_decay(bool all)
 {
     pcm_word_t now = pcm_fetch_add_acq_rel(&decay_epoch, 1) + 1;
     size_t released = 0;
@@ -185,8 +185,9 @@ size_t pcm_large_cache_decay(void)
         pcm_word_t word = pcm_load_acquire(&cache_slot[i]);
         if (!word)
             continue;
-        /* Put before the previous tick: unused for a whole period. */
-        if (now - pcm_load_relaxed(&slot_epoch[i]) >= 2)
+        /* Put before the previous tick: unused for a whole period (all:
+         * put before this one, in a quiet period - decay.c). */
+        if (now - pcm_load_relaxed(&slot_epoch[i]) >= (all ? 1u : 2u))
             released += release_slot(i, word);
     }
     return released;

@@ -42,8 +42,9 @@ bool pcm_large_cache_put(struct pcm_large *large);
 /* Unmap every cached mapping; true if there was any. */
 bool pcm_large_cache_trim(void);
 /* A decay tick: unmap the mappings that sat in the cache since before
- * the previous tick.  The bytes unmapped. */
-size_t pcm_large_cache_decay(void);
+ * the previous tick (all: every one put before this tick).  The bytes
+ * unmapped. */
+size_t pcm_large_cache_decay(bool all);
 
 /* The bound in bytes, from PCMALLOC_LARGE_CACHE. */
 size_t pcm_large_cache_limit(void);

@@ -274,9 +274,9 @@ size_t pcm_segment_decommit_free(struct pcm_segment *s)
     return decommit_where(s, false) + decommit_idle_descriptors(s);
 }
 
-size_t pcm_segment_decay(struct pcm_segment *s)
+size_t pcm_segment_decay(struct pcm_segment *s, bool all)
 {
-    size_t released = decommit_where(s, true) + decommit_idle_descriptors(s);
+    size_t released = decommit_where(s, !all) + decommit_idle_descriptors(s);
     for (size_t w = 0; w < PCM_SEGMENT_PAGES / PCM_WORD_BITS; w++)
         s->page_was_free[w] = ~s->page_used[w] & s->page_touched[w];
     return released;

@@ -204,7 +204,7 @@ size_t pcm_segment_decommit_pages(struct pcm_segment *s, size_t first, size_t en
  * given back whole; one that is partly in use is split by the kernel (the
  * trade-off: memory back after a purge delay beats keeping a huge TLB
  * entry for mostly free memory - measured in the README). */
-size_t pcm_segment_decay(struct pcm_segment *s);
+size_t pcm_segment_decay(struct pcm_segment *s, bool all);
 
 /* Decommit the pages of a span in use whose every carved object is on
  * its free list; those objects, and any other free object touching such

@@ -218,3 +218,50 @@ PCM_TEST(decay_after_phase_returns_memory)
     PCM_CHECK(decayed < baseline + margin, "resident %zu MiB after decay, %zu MiB before the phase (margin %zu MiB)",
               decayed / MIB, baseline / MIB, margin / MIB);
 }
+
+/* A program that goes quiet after a phase gets its pages back at its
+ * first refill after the delay, not two delays later: no slow path ran
+ * for a whole delay, so all that is free has been free that long (decay.h).
+ * One thread, QUIET_BYTES of small objects written and freed, a pause of
+ * 1.5 delays, then one malloc of a class the phase never used (its cache
+ * is empty: a refill, whose tick runs first).  What stays is what the
+ * caches of this CPU hold (at most 64 KiB a class). */
+#define QUIET_BYTES (sizeof(void *) == 8 ? 128 * MIB : 64 * MIB)
+#define QUIET_MARGIN (16 * MIB)
+
+PCM_TEST(a_quiet_period_returns_memory_at_the_next_refill)
+{
+    pcm_free(pcm_malloc(1));
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 100;
+    pcm_malloc_trim(0);
+    size_t baseline = pcm_test_resident_bytes();
+    uint64_t rng = pcm_test_seed() * 2 + 1;
+    size_t most = QUIET_BYTES / 16, count = 0, bytes = 0;
+    unsigned char **objects = pcm_test_shared_alloc(most * sizeof *objects);
+    PCM_REQUIRE(objects, "cannot map the object array");
+    while (bytes < QUIET_BYTES && count < most) {
+        size_t size = object_size(&rng);
+        unsigned char *p = pcm_malloc(size);
+        PCM_REQUIRE(p, "malloc(%zu) failed after %zu bytes", size, bytes);
+        memset(p, object_byte(count), size);
+        objects[count++] = p;
+        bytes += size;
+    }
+    size_t peak = pcm_test_resident_bytes();
+    for (size_t i = 0; i < count; i++)
+        pcm_free(objects[i]);
+    pcm_test_shared_free(objects, most * sizeof *objects);
+    size_t freed = pcm_test_resident_bytes();
+    sleep_ms(150);
+    void *p = pcm_malloc(3000);
+    size_t after = pcm_test_resident_bytes();
+    pcm_free(p);
+    pcm_opts.purge_delay_ms = saved_delay;
+    pcm_test_printf("  %zu MiB of objects: resident %zu MiB before, %zu MiB at the peak, %zu MiB when all was "
+                    "freed, %zu MiB at the first refill 150 ms later (delay 100 ms)\n",
+                    bytes / MIB, baseline / MIB, peak / MIB, freed / MIB, after / MIB);
+    PCM_CHECK(peak > baseline + QUIET_BYTES / 2, "the phase never became resident (%zu MiB)", peak / MIB);
+    PCM_CHECK(after < baseline + QUIET_MARGIN, "resident %zu MiB at the first refill after a quiet period, %zu MiB "
+              "before the phase (margin %zu MiB)", after / MIB, baseline / MIB, QUIET_MARGIN / MIB);
+}

@@ -239,6 +239,34 @@ PCM_TEST(large_cache_decays_without_malloc_trim)
     restore_cache();
 }
 
+/* After a quiet period - no large call, refill or flush for a whole
+ * delay - the first call's tick unmaps every cached mapping at once: each
+ * was put at a call, so it has sat there a delay at least.  (Without the
+ * quiet rule that tick is the first after the put and keeps it: a mapping
+ * goes at the second tick after its put.) */
+PCM_TEST(a_quiet_period_unmaps_the_cache_at_the_next_call)
+{
+    const unsigned delay = 50;
+    set_cache(64, delay);
+    bool kernel = mincore_sees_unmapping();
+    char *kept = pcm_malloc(MIB);
+    PCM_REQUIRE(kept, "malloc(1 MiB) failed");
+    memset(kept, 0x5a, MIB);
+    pcm_free(kept);
+    PCM_REQUIRE(pcm_large_cache_bytes() == map_bytes_of(MIB), "freed 1 MiB, the cache holds %zu bytes",
+                pcm_large_cache_bytes());
+    sleep_ms(delay + delay / 2);
+    /* One call, which no cached mapping serves (see above). */
+    void *tick = pcm_aligned_alloc(2 * PCM_SEGMENT_SIZE, 20 * MIB);
+    PCM_REQUIRE(tick, "the over-aligned allocation failed");
+    PCM_CHECK(pcm_large_cache_bytes() == 0 && pcm_large_cache_count() == 0,
+              "%zu bytes in %u mappings still cached at the first call after %u quiet ms", pcm_large_cache_bytes(),
+              pcm_large_cache_count(), delay + delay / 2);
+    pcm_free(tick); /* (too big to be cached; its mapping may have reused kept's addresses) */
+    PCM_CHECK(!kernel || page_mapped(header_of(kept)) == 0, "the cache is empty but the mapping is still mapped");
+    restore_cache();
+}
+
 /* A request larger than every cached mapping grows the largest one: no
  * new mapping, the old pages (still resident) serve as far as they go,
  * and calloc still gives zeros throughout. */
