@@ -169,7 +169,7 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
         if (__builtin_expect(!pcm_cache_push(&h->bins[cls].cache, p, pcm_bin_limit(&h->bins[cls])), 0))
             pcm_heap_free_slow(h, cls, p);
     } else {
-        pcm_remote_free(&pcm_heaps[span->owner], p);
+        pcm_remote_free(&pcm_heaps[span->owner], cls, p);
     }
 }
 

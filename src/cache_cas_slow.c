@@ -36,7 +36,7 @@ void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
 {
     pcm_decay_maybe();
     struct pcm_heap *locked = pcm_heap_lock_any(h);
-    pcm_heap_drain_remote_locked(locked);
+    pcm_heap_drain_remote_locked(locked, true);
     /* Another thread may have refilled the cache while we waited. */
     void *obj = pcm_cache_pop(&locked->bins[cls].cache);
     if (!obj)
@@ -56,7 +56,7 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
          * one over the bound into the cache: under contention that let
          * caches grow without limit, beyond what a flush or a decay tick
          * ever reaches.) */
-        pcm_remote_free(h, obj);
+        pcm_remote_free(h, cls, obj);
         return;
     }
     h->stats.flushes++;
@@ -73,7 +73,7 @@ void pcm_heap_free_slow(struct pcm_heap *h, unsigned cls, void *obj)
     pcm_heap_return_chain_locked(h, chain);
     pcm_heap_return_locked(h, obj);
     pcm_heap_flushed_locked(h, cls);
-    pcm_heap_drain_remote_locked(h);
+    pcm_heap_drain_remote_locked(h, true);
     pcm_heap_unlock(h);
     if (kept)
         pcm_cache_push_chain(&bin->cache, keep_first, keep_last, kept);

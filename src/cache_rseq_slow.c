@@ -140,17 +140,34 @@ static void *take_one_locked(struct pcm_heap *locked, unsigned cls)
     return pcm_heap_cut_locked(locked, cls, 1, false, &first, &last) ? first : NULL;
 }
 
+/* The most a refill takes from a remote stack: the cache's room, and one
+ * to hand out. */
+static unsigned refill_most(const struct pcm_heap *h, unsigned cls)
+{
+    uint32_t limit = pcm_bin_limit(&h->bins[cls]);
+    return (limit ? limit : pcm_bin_shapes[cls].start) + 1;
+}
+
 static void *refill(struct pcm_heap *h, unsigned cls)
 {
     struct pcm_heap *locked = pcm_heap_lock_any(h);
-    pcm_heap_drain_remote_locked(locked);
+    /* (the class stacks wait for their own refills) */
+    pcm_heap_drain_remote_locked(locked, false);
     void *obj;
+    unsigned count;
     if (locked != h) {
         obj = take_one_locked(locked, cls);
-    } else if ((obj = pop_any(cls)) == PCM_RSEQ_EMPTY) {
-        /* (not refilled by another thread of this CPU meanwhile) */
+    } else if ((obj = pop_any(cls)) != PCM_RSEQ_EMPTY) {
+        /* (refilled by another thread of this CPU meanwhile) */
+    } else if (cls < PCM_OUTGOING_CLASSES &&
+               (count = pcm_heap_take_remote_class_locked(h, cls, refill_most(h, cls), &obj)) != 0) {
+        /* This CPU's objects freed on others come back the short way:
+         * into the cache, not through their spans. */
+        pcm_heap_refilled_locked(h, cls);
+        cache_chain_locked(h, cls, *(void **)obj, count - 1);
+    } else {
         void *last;
-        unsigned count = pcm_heap_cut_locked(h, cls, pcm_heap_batch(h, cls), true, &obj, &last);
+        count = pcm_heap_cut_locked(h, cls, pcm_heap_batch(h, cls), true, &obj, &last);
         pcm_heap_refilled_locked(h, cls);
         if (count) {
             void *rest = *(void **)obj;
@@ -183,7 +200,7 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
             obj = refill(&pcm_heaps[cpu], cls);
         } else {
             struct pcm_heap *locked = pcm_heap_lock_any(&pcm_heaps[pcm_cpu_current() % pcm_heap_count]);
-            pcm_heap_drain_remote_locked(locked);
+            pcm_heap_drain_remote_locked(locked, true);
             obj = take_one_locked(locked, cls);
             pcm_heap_unlock(locked);
         }
@@ -209,12 +226,14 @@ static void *take_all_on(struct pcm_heap *h, pcm_word_t *slot0)
     }
 }
 
-/* Every object of chain (marked free, of any heaps' spans) onto its
- * owner's remote queue: one push for all of an owner's objects. */
+/* Every object of chain (an outgoing list's: marked free, of one class,
+ * of any heaps' spans) onto its owner's remote stack: one push for all of
+ * an owner's objects. */
 static void send_home(void *chain)
 {
     while (chain) {
-        unsigned owner = pcm_span_of(pcm_segment_of(chain), chain)->owner, n = 1;
+        const struct pcm_span *span = pcm_span_of(pcm_segment_of(chain), chain);
+        unsigned owner = span->owner, cls = span->class_plus1 - 1u, n = 1;
         void *first = chain, *last = chain, *rest = NULL, **rest_tail = &rest;
         for (void *obj = *(void **)chain, *next; obj; obj = next) {
             next = *(void **)obj;
@@ -228,7 +247,7 @@ static void send_home(void *chain)
             }
         }
         *rest_tail = NULL;
-        pcm_remote_free_chain(&pcm_heaps[owner], first, last, n);
+        pcm_remote_free_chain(&pcm_heaps[owner], cls, first, last, n);
         chain = rest;
     }
 }
@@ -244,7 +263,7 @@ static void send_outgoing(unsigned cls, unsigned owner, void *obj)
         /* (empty if the thread has left h's CPU since the push) */
         send_home(take_all_on(h, pcm_rseq_outgoing_slot0(cls)));
     }
-    pcm_remote_free(&pcm_heaps[owner], obj);
+    pcm_remote_free(&pcm_heaps[owner], cls, obj);
 }
 
 /* The cache of class cls on h's CPU was full when obj, of span, was
@@ -257,7 +276,7 @@ static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
     pcm_heap_prepare(h);
     if (!pcm_heap_trylock(h)) {
         /* Busy: obj's owner takes it back from its remote queue. */
-        pcm_remote_free(&pcm_heaps[span->owner], obj);
+        pcm_remote_free(&pcm_heaps[span->owner], cls, obj);
         return;
     }
     h->stats.flushes++;
@@ -272,8 +291,8 @@ static void flush(struct pcm_heap *h, const struct pcm_span *span, void *obj)
     if (span->owner == pcm_heap_index(h))
         pcm_heap_return_locked(h, obj);
     else
-        pcm_remote_free(&pcm_heaps[span->owner], obj);
-    pcm_heap_drain_remote_locked(h);
+        pcm_remote_free(&pcm_heaps[span->owner], cls, obj);
+    pcm_heap_drain_remote_locked(h, false); /* (the class stacks wait for their refills) */
     if (chain && !put_chain_locked(h, cls, chain))
         pcm_heap_return_chain_locked(h, chain);
     pcm_heap_unlock(h);
@@ -303,7 +322,7 @@ void pcm_heap_free_rseq_slow(void *obj, enum pcm_rseq_free_reason why)
     if (result == FULL && cpu >= 0)
         flush(&pcm_heaps[cpu], span, obj);
     else
-        pcm_remote_free(&pcm_heaps[span->owner], obj);
+        pcm_remote_free(&pcm_heaps[span->owner], cls, obj);
 }
 
 /* On each CPU the thread may use, in turn: that CPU's caches, all

@@ -70,7 +70,7 @@ void pcm_decay_maybe(void)
             h->stats.drains++;
         h->activity_at_tick = activity;
         /* Objects freed from other CPUs keep their spans until drained. */
-        pcm_heap_drain_remote_locked(h);
+        pcm_heap_drain_remote_locked(h, true);
         /* A bin's last empty span too: once a period costs nothing. */
         pcm_heap_release_empty_spans_locked(h);
         /* Spans still in use, idle since the last tick: their free pages. */

@@ -310,7 +310,7 @@ static void *return_runs_locked(struct pcm_heap *h, void *chain, size_t max, siz
         chain = pcm_link_next(last, *(pcm_word_t *)last);
         total += n;
         if (__builtin_expect(span->owner != pcm_heap_index(h), 0)) {
-            pcm_remote_free_chain(&pcm_heaps[span->owner], first, last, n);
+            pcm_remote_free_chain(&pcm_heaps[span->owner], span->class_plus1 - 1u, first, last, n);
             continue;
         }
         *(pcm_word_t *)last = pcm_link_encode(last, (pcm_word_t)span->free);
@@ -334,16 +334,53 @@ void *pcm_heap_return_first_locked(struct pcm_heap *h, void *chain, size_t n)
     return return_runs_locked(h, chain, n, &home);
 }
 
-void pcm_heap_drain_remote_locked(struct pcm_heap *h)
+/* The whole of one of h's remote stacks, or NULL. */
+static void *take_remote_list(volatile pcm_word_t *list)
 {
-    /* A look first: most refills and flushes find the queue empty, and a
+    /* A look first: most refills and flushes find the stack empty, and a
      * load leaves the line shared where a swap would take it over. */
-    if (!pcm_load_relaxed(&h->remote))
-        return;
+    if (!pcm_load_relaxed(list))
+        return NULL;
     /* acq_rel: acquire pairs with the pushers' release CAS */
-    void *chain = (void *)pcm_swap_acq_rel(&h->remote, 0);
+    return (void *)pcm_swap_acq_rel(list, 0);
+}
+
+void pcm_heap_drain_remote_list_locked(struct pcm_heap *h, volatile pcm_word_t *list)
+{
+    void *chain = take_remote_list(list);
     if (chain)
         h->stats.remote_drained += pcm_heap_return_chain_locked(h, chain);
+}
+
+void pcm_heap_drain_remote_locked(struct pcm_heap *h, bool all_classes)
+{
+    pcm_heap_drain_remote_list_locked(h, &h->remote);
+    for (unsigned c = 0; all_classes && c < PCM_OUTGOING_CLASSES; c++)
+        pcm_heap_drain_remote_list_locked(h, &h->remote_class[c]);
+}
+
+unsigned pcm_heap_take_remote_class_locked(struct pcm_heap *h, unsigned cls, unsigned most, void **first)
+{
+    void *chain = take_remote_list(&h->remote_class[cls]);
+    /* One pass: each object taken is relinked in front of the last, so
+     * the first taken ends up the bottom (depth 1) and the last the top. */
+    void *top = NULL;
+    unsigned count = 0;
+    while (chain && count < most) {
+        void *next = pcm_link_next(chain, *(pcm_word_t *)chain);
+        *(pcm_word_t *)chain = pcm_link_encode(chain, (pcm_word_t)top);
+        pcm_free_mark_set(chain, ++count);
+        top = chain;
+        chain = next;
+    }
+    if (chain)
+        h->stats.remote_drained += pcm_heap_return_chain_locked(h, chain);
+    if (count) {
+        h->stats.remote_drained += count;
+        h->stats.refills++;
+    }
+    *first = top;
+    return count;
 }
 
 /* Link obj after *tail, the last object of a chain that hangs off *head
@@ -477,7 +514,7 @@ size_t pcm_heap_decay_spans_locked(struct pcm_heap *h, bool all)
 
 size_t pcm_heap_trim_locked(struct pcm_heap *h)
 {
-    pcm_heap_drain_remote_locked(h);
+    pcm_heap_drain_remote_locked(h, true);
     pcm_heap_release_empty_spans_locked(h);
     /* Spans that still hold objects: the pages among them with none. */
     size_t released = trim_spans_locked(h, false);

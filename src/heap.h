@@ -12,8 +12,10 @@
  *   - outgoing[c] (rseq path only, percpu_rseq.h): objects of class c
  *     below PCM_FOREIGN_CACHED_MIN bytes from other heaps' spans, freed on
  *     this CPU; never handed out here, sent home a batch at a time;
- *   - remote (remote.h): objects of this heap's spans freed on other CPUs,
- *     a lock-free multi-producer stack that the heap drains whole;
+ *   - remote and remote_class[c] (remote.h): objects of this heap's spans
+ *     freed on other CPUs, lock-free multi-producer stacks that the heap
+ *     takes whole - a class's by its next refill of the class (rseq path),
+ *     into the cache - and drains into its spans;
  *   - everything else - bins[c].partial, the spans, the segments - is the
  *     span layer, behind `lock`.  It is only *tried*: a thread that finds
  *     a heap's lock taken goes to another heap, so a holder preempted
@@ -102,10 +104,13 @@ struct pcm_heap_stats {
 };
 
 struct pcm_heap {
-    /* Written by other CPUs: a line of its own. */
+    /* Written by other CPUs: lines of their own (remote.h).  remote holds
+     * objects of PCM_FOREIGN_CACHED_MIN bytes and more; remote_class[c]
+     * those of class c, which a refill of c on the rseq path takes
+     * straight into the cache. */
     volatile pcm_word_t remote;
-    char pad_remote[PCM_CACHE_LINE - sizeof(pcm_word_t)];
-    volatile pcm_word_t lock;
+    volatile pcm_word_t remote_class[PCM_OUTGOING_CLASSES];
+    _Alignas(PCM_CACHE_LINE) volatile pcm_word_t lock;
 #ifdef PCM_HARDENED
     uint64_t random_state; /* the refill shuffle's generator (lock; hardening.c) */
 #endif
@@ -231,8 +236,17 @@ unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls);
 
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
 
-/* Return every object on h's remote queue to its span. */
-void pcm_heap_drain_remote_locked(struct pcm_heap *h);
+/* Return every object on h's remote stack of large classes to its span,
+ * and with all_classes those on its stacks of small classes too. */
+void pcm_heap_drain_remote_locked(struct pcm_heap *h, bool all_classes);
+/* The same for one of h's remote stacks. */
+void pcm_heap_drain_remote_list_locked(struct pcm_heap *h, volatile pcm_word_t *list);
+/* Up to `most` objects of h's remote stack of class cls (below
+ * PCM_OUTGOING_CLASSES) as a chain ready to be a whole cache, *first on
+ * top: marked free with their depths, the first the count; the rest of
+ * the stack goes back to the spans.  Returns the count (0: the stack was
+ * empty). */
+unsigned pcm_heap_take_remote_class_locked(struct pcm_heap *h, unsigned cls, unsigned most, void **first);
 /* Cut up to `want` objects of class cls from h's spans (making spans, and
  * segments, as needed) into a chain linked by word 0: *first ... *last.
  * Returns how many (0: out of memory).  With `depths`, every object comes

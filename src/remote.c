@@ -19,25 +19,26 @@ static inline pcm_word_t remote_depth_hint(pcm_word_t seen, pcm_word_t count)
     return depth > PCM_DEPTH_MASK ? PCM_DEPTH_MASK : depth;
 }
 
-void pcm_remote_free_chain(struct pcm_heap *owner, void *first, void *last, unsigned count)
+void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, void *last, unsigned count)
 {
-    pcm_word_t seen = pcm_load_relaxed(&owner->remote);
+    volatile pcm_word_t *list = pcm_remote_list(owner, cls);
+    pcm_word_t seen = pcm_load_relaxed(list);
     pcm_word_t depth;
     do {
         depth = remote_depth_hint(seen, count);
         *(pcm_word_t *)last = pcm_link_encode(last, seen);
         pcm_free_mark_set(first, depth);
         /* release: the objects' words are written before they can be drained */
-    } while (!pcm_cas_release(&owner->remote, &seen, (pcm_word_t)first));
+    } while (!pcm_cas_release(list, &seen, (pcm_word_t)first));
 
     /* Only tried: the caller may hold another heap's lock. */
     if (depth >= PCM_REMOTE_HELP_DEPTH && pcm_heap_trylock(owner)) {
-        pcm_heap_drain_remote_locked(owner);
+        pcm_heap_drain_remote_list_locked(owner, list);
         pcm_heap_unlock(owner);
     }
 }
 
-void pcm_remote_free(struct pcm_heap *owner, void *obj)
+void pcm_remote_free(struct pcm_heap *owner, unsigned cls, void *obj)
 {
-    pcm_remote_free_chain(owner, obj, obj, 1);
+    pcm_remote_free_chain(owner, cls, obj, obj, 1);
 }

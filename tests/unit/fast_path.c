@@ -10,7 +10,7 @@
  *     list of its class (no atomic, and no malloc takes it there) for
  *     objects below 1 KiB, in that CPU's cache for larger ones; a full
  *     list goes home in one push, and a flush of that CPU sends the rest
- *     to the owner's remote queue; a list holds at most
+ *     to the owner's remote stack of the class; a list holds at most
  *     PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES; the outgoing
  *     classes are exactly those below PCM_FOREIGN_CACHED_MIN;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
@@ -24,7 +24,9 @@
 
 #include "fast_path.h"
 #include "heap.h"
+#include "init.h"
 #include "percpu_rseq.h"
+#include "remote.h"
 #include "sizeclass.h"
 
 #include <errno.h>
@@ -154,14 +156,14 @@ static void *free_on_cpu(void *arg)
 #ifdef PCM_ARCH_RSEQ
 /* Allocate `size` bytes on cpus[0], free them on cpus[1]: the object
  * must land on cpus[1]'s cache if `cached`, else on its outgoing list, and
- * reach its owner's remote queue only at that CPU's flush. */
+ * reach its owner's remote stack of the class only at that CPU's flush. */
 static void free_elsewhere(const int cpus[2], size_t size, bool cached)
 {
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     void *p = pcm_malloc(size);
     PCM_REQUIRE(p, "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
-    pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    pcm_word_t remote_before = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], pcm_size_class(size)));
     struct handoff h = {cpus[1], p, pcm_size_class(size), 0, 0, 0, 0};
     pthread_t t;
     PCM_REQUIRE(pthread_create(&t, NULL, free_on_cpu, &h) == 0, "pthread_create failed");
@@ -181,7 +183,7 @@ static void free_elsewhere(const int cpus[2], size_t size, bool cached)
     PCM_CHECK(h.top_after_flush != (pcm_word_t)p && h.outgoing_after_flush != (pcm_word_t)p,
               "%p still on CPU %d after its flush", p, cpus[1]);
     /* Nothing else runs: no drain can have taken it meanwhile. */
-    pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    pcm_word_t remote = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], pcm_size_class(size)));
     PCM_CHECK(remote == (pcm_word_t)p, "%zu bytes freed on CPU %d: %p is not on top of heap %u's remote queue (%p)",
               size, cpus[1], p, owner, (void *)remote);
     PCM_CHECK(*(pcm_word_t *)p == remote_before, "%p on heap %u's remote queue links to %p, not the old top %p", p,
@@ -244,7 +246,7 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
     for (unsigned i = 1; i < b.n; i++)
         if (pcm_span_of(pcm_segment_of(b.p[i]), b.p[i])->owner != owner)
             return; /* (a busy heap lock sent a refill elsewhere) */
-    pcm_word_t remote_before = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    pcm_word_t remote_before = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], pcm_size_class(size)));
     pthread_t t;
     PCM_REQUIRE(pthread_create(&t, NULL, free_batch_on_cpu, &b) == 0, "pthread_create failed");
     pthread_join(t, NULL);
@@ -252,7 +254,7 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
     if (owner == (unsigned)cpus[1])
         return;
     unsigned sent = limit + 1, seen;
-    pcm_word_t remote = pcm_load_relaxed(&pcm_heaps[owner].remote);
+    pcm_word_t remote = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], pcm_size_class(size)));
     PCM_CHECK(remote == (pcm_word_t)b.p[limit], "heap %u's remote top is %p, not the object freed "
               "when the outgoing list was full (%p)", owner, (void *)remote, b.p[limit]);
     /* Below it the batch, then what was there before. */
@@ -280,6 +282,81 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
                     "flush\n", b.n, size, owner, cpus[1], sent, b.n - sent);
 }
 #endif
+
+#ifdef PCM_ARCH_RSEQ
+/* A full outgoing list of `size` bytes' class on cpus[1] sends its
+ * objects home to the remote stack of that class of their heap, cpus[0]'s;
+ * with cpus[0]'s caches flushed, the next malloc of the class there is a
+ * refill, which must take them into the cache - not through the spans
+ * (the class's served count stays) - as many as the cache has room for
+ * and one to hand out; only the rest go back to their spans. */
+static void refill_from_remote_stack(const int cpus[2], size_t size)
+{
+    unsigned cls = pcm_size_class(size), limit = pcm_bin_shapes[cls].outgoing;
+    PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    struct batch_handoff b = {cpus[1], size, limit + 1, {0}, 0};
+    for (unsigned i = 0; i < b.n; i++)
+        PCM_REQUIRE(b.p[i] = pcm_malloc(size), "malloc failed");
+    unsigned owner = pcm_span_of(pcm_segment_of(b.p[0]), b.p[0])->owner;
+    for (unsigned i = 0; i < b.n; i++)
+        if (pcm_span_of(pcm_segment_of(b.p[i]), b.p[i])->owner != owner || owner != (unsigned)cpus[0])
+            return; /* (a busy heap lock sent a refill elsewhere) */
+    pthread_t t;
+    PCM_REQUIRE(pthread_create(&t, NULL, free_batch_on_cpu, &b) == 0, "pthread_create failed");
+    pthread_join(t, NULL);
+    PCM_REQUIRE(b.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
+    struct pcm_heap *h = &pcm_heaps[owner];
+    unsigned seen;
+    PCM_CHECK(chain_holds(pcm_load_relaxed(&h->remote_class[cls]), b.p, b.n, &seen) && seen == b.n,
+              "heap %u's remote stack of %zu bytes holds %u objects, not the %u freed on CPU %d", owner, size, seen,
+              b.n, cpus[1]);
+    pcm_heap_flush_caches_rseq(); /* this CPU's: the next malloc refills */
+    PCM_REQUIRE(slot_top(cpus[0], cls) == 0, "CPU %d's cache not empty after its flush", cpus[0]);
+    pcm_word_t returned = h->stats.returned[cls], served = h->stats.served[cls];
+    pcm_word_t drained = h->stats.remote_drained;
+    unsigned room = pcm_bin_limit(&h->bins[cls]), taken = room + 1 < b.n ? room + 1 : b.n;
+    void *p = pcm_malloc(size);
+    PCM_REQUIRE(p, "malloc failed");
+    bool ours = false;
+    for (unsigned i = 0; i < b.n && !ours; i++)
+        ours = b.p[i] == p;
+    PCM_CHECK(ours, "the refill handed out %p, not one of the objects on the remote stack", p);
+    PCM_CHECK(pcm_load_relaxed(&h->remote_class[cls]) == 0, "heap %u's remote stack not taken by the refill", owner);
+    PCM_CHECK(chain_holds(slot_top(cpus[0], cls), b.p, b.n, &seen) && seen == taken - 1,
+              "CPU %d's cache holds %u objects after the refill, not %u (its limit %u)", cpus[0], seen, taken - 1,
+              room);
+    PCM_CHECK(h->stats.returned[cls] - returned == b.n - taken && h->stats.served[cls] == served,
+              "through their spans: returned %lu -> %lu (%u over the cache's room), served %lu -> %lu",
+              (unsigned long)returned, (unsigned long)h->stats.returned[cls], b.n - taken, (unsigned long)served,
+              (unsigned long)h->stats.served[cls]);
+    PCM_CHECK(h->stats.remote_drained - drained == b.n, "remote frees drained: %lu, not %u",
+              (unsigned long)(h->stats.remote_drained - drained), b.n);
+    pcm_free(p);
+    pcm_test_printf("  %u objects of %zu bytes freed on CPU %d: the next refill on CPU %d took %u from the remote "
+                    "stack (a cache limit of %u)\n", b.n, size, cpus[1], cpus[0], taken, room);
+}
+#endif
+
+PCM_TEST(rseq_refill_takes_the_remote_stack_of_its_class_into_the_cache)
+{
+#ifdef PCM_ARCH_RSEQ
+    int cpus[2];
+    allowed_cpus(cpus);
+    started();
+    if (!pcm_fast_path_is_rseq() || cpus[1] < 0) {
+        pcm_test_printf("  skipped: fast path %s, second CPU %d\n", pcm_fast_path_name(), cpus[1]);
+        return;
+    }
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    unsigned delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 3600000; /* no decay tick drains the stacks meanwhile */
+    refill_from_remote_stack(cpus, 48);
+    refill_from_remote_stack(cpus, 700);
+    pcm_opts.purge_delay_ms = delay;
+    restore_affinity(&saved);
+#endif
+}
 
 PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list_below_1_kib)
 {
