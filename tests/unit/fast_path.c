@@ -284,6 +284,21 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
 #endif
 
 #ifdef PCM_ARCH_RSEQ
+/* Two CPUs to run on, the allocator started, and the rseq fast path: else
+ * say why the test is skipped and return false. */
+static bool two_cpus_on_rseq(int cpus[2])
+{
+    allowed_cpus(cpus);
+    started();
+    if (!pcm_fast_path_is_rseq() || cpus[1] < 0) {
+        pcm_test_printf("  skipped: fast path %s, second CPU %d\n", pcm_fast_path_name(), cpus[1]);
+        return false;
+    }
+    return true;
+}
+#endif
+
+#ifdef PCM_ARCH_RSEQ
 /* A full outgoing list of `size` bytes' class on cpus[1] sends its
  * objects home to the remote stack of that class of their heap, cpus[0]'s;
  * with cpus[0]'s caches flushed, the next malloc of the class there is a
@@ -341,12 +356,8 @@ PCM_TEST(rseq_refill_takes_the_remote_stack_of_its_class_into_the_cache)
 {
 #ifdef PCM_ARCH_RSEQ
     int cpus[2];
-    allowed_cpus(cpus);
-    started();
-    if (!pcm_fast_path_is_rseq() || cpus[1] < 0) {
-        pcm_test_printf("  skipped: fast path %s, second CPU %d\n", pcm_fast_path_name(), cpus[1]);
+    if (!two_cpus_on_rseq(cpus))
         return;
-    }
     cpu_set_t saved;
     sched_getaffinity(0, sizeof saved, &saved);
     unsigned delay = pcm_opts.purge_delay_ms;
@@ -371,12 +382,8 @@ PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list_below_1_kib)
                   "class %u (%zu bytes): an outgoing limit of %u", c, size, limit);
     }
     int cpus[2];
-    allowed_cpus(cpus);
-    started();
-    if (!pcm_fast_path_is_rseq() || cpus[1] < 0) {
-        pcm_test_printf("  skipped: fast path %s, second CPU %d\n", pcm_fast_path_name(), cpus[1]);
+    if (!two_cpus_on_rseq(cpus))
         return;
-    }
     cpu_set_t saved;
     sched_getaffinity(0, sizeof saved, &saved);
     /* Below 1 KiB: would share lines, or take the free's slow half again

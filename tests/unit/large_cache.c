@@ -178,18 +178,28 @@ PCM_TEST(large_cache_never_holds_more_than_its_bound)
     restore_cache();
 }
 
+/* A MiB written and freed, which the (empty) cache keeps: its address
+ * (NULL: malloc failed). */
+static char *cache_a_written_mib(void)
+{
+    char *kept = pcm_malloc(MIB);
+    if (kept) {
+        memset(kept, 0x5a, MIB);
+        pcm_free(kept);
+        PCM_CHECK(pcm_large_cache_bytes() == map_bytes_of(MIB), "freed 1 MiB, the cache holds %zu bytes",
+                  pcm_large_cache_bytes());
+    }
+    return kept;
+}
+
 PCM_TEST(large_cache_decays_without_malloc_trim)
 {
     const unsigned delay = 50;
     set_cache(64, delay);
     bool kernel = mincore_sees_unmapping();
-    char *kept = pcm_malloc(MIB);
-    PCM_REQUIRE(kept, "malloc(1 MiB) failed");
-    memset(kept, 0x5a, MIB);
     uint64_t freed_at = now_ms();
-    pcm_free(kept);
-    PCM_CHECK(pcm_large_cache_bytes() == map_bytes_of(MIB), "freed 1 MiB, the cache holds %zu bytes",
-              pcm_large_cache_bytes());
+    char *kept = cache_a_written_mib();
+    PCM_REQUIRE(kept, "malloc(1 MiB) failed");
     PCM_CHECK(!kernel || page_mapped(header_of(kept)) == 1, "the freed mapping was not kept");
     /* Ticks run on large allocations and frees: these are aligned beyond
      * a segment (no cached mapping serves them) and too big for the cache
@@ -249,12 +259,8 @@ PCM_TEST(a_quiet_period_unmaps_the_cache_at_the_next_call)
     const unsigned delay = 50;
     set_cache(64, delay);
     bool kernel = mincore_sees_unmapping();
-    char *kept = pcm_malloc(MIB);
+    char *kept = cache_a_written_mib();
     PCM_REQUIRE(kept, "malloc(1 MiB) failed");
-    memset(kept, 0x5a, MIB);
-    pcm_free(kept);
-    PCM_REQUIRE(pcm_large_cache_bytes() == map_bytes_of(MIB), "freed 1 MiB, the cache holds %zu bytes",
-                pcm_large_cache_bytes());
     sleep_ms(delay + delay / 2);
     /* One call, which no cached mapping serves (see above). */
     void *tick = pcm_aligned_alloc(2 * PCM_SEGMENT_SIZE, 20 * MIB);
