@@ -140,14 +140,6 @@ static void *take_one_locked(struct pcm_heap *locked, unsigned cls)
     return pcm_heap_cut_locked(locked, cls, 1, false, &first, &last) ? first : NULL;
 }
 
-/* The most a refill takes from a remote stack: the cache's room, and one
- * to hand out. */
-static unsigned refill_most(const struct pcm_heap *h, unsigned cls)
-{
-    uint32_t limit = pcm_bin_limit(&h->bins[cls]);
-    return (limit ? limit : pcm_bin_shapes[cls].start) + 1;
-}
-
 static void *refill(struct pcm_heap *h, unsigned cls)
 {
     struct pcm_heap *locked = pcm_heap_lock_any(h);
@@ -160,9 +152,10 @@ static void *refill(struct pcm_heap *h, unsigned cls)
     } else if ((obj = pop_any(cls)) != PCM_RSEQ_EMPTY) {
         /* (refilled by another thread of this CPU meanwhile) */
     } else if (cls < PCM_OUTGOING_CLASSES &&
-               (count = pcm_heap_take_remote_class_locked(h, cls, refill_most(h, cls), &obj)) != 0) {
+               (count = pcm_heap_take_remote_class_locked(h, cls, pcm_heap_room(h, cls) + 1, &obj)) != 0) {
         /* This CPU's objects freed on others come back the short way:
-         * into the cache, not through their spans. */
+         * into the cache (as many as it has room for, and one to hand
+         * out), not through their spans. */
         pcm_heap_refilled_locked(h, cls);
         cache_chain_locked(h, cls, *(void **)obj, count - 1);
     } else {

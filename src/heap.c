@@ -199,12 +199,15 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
     h->adapt[cls] = (uint8_t)adapt;
 }
 
-unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
+uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls)
 {
     uint32_t limit = pcm_bin_limit(&h->bins[cls]);
-    if (!limit) /* stopped by a drain */
-        limit = pcm_bin_shapes[cls].start;
-    uint32_t batch = limit / 2;
+    return limit ? limit : pcm_bin_shapes[cls].start; /* (0: stopped by a drain) */
+}
+
+unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
+{
+    uint32_t batch = pcm_heap_room(h, cls) / 2;
     return batch > BATCH_MAX ? BATCH_MAX : batch ? batch : 1;
 }
 

@@ -233,11 +233,15 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls);
 /* Objects a refill moves into h's cache of cls, or a flush takes out of
  * it: half its limit now, at most 64 and at least 1. */
 unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls);
+/* The most objects h's cache of class cls holds now: its limit, or its
+ * shape's start while a drain has it stopped. */
+uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls);
 
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
 
-/* Return every object on h's remote stack of large classes to its span,
- * and with all_classes those on its stacks of small classes too. */
+/* Return every object on h's remote stack of the classes from
+ * PCM_FOREIGN_CACHED_MIN bytes up to its span, and with all_classes those
+ * on its stacks of the smaller classes (remote_class) too. */
 void pcm_heap_drain_remote_locked(struct pcm_heap *h, bool all_classes);
 /* The same for one of h's remote stacks. */
 void pcm_heap_drain_remote_list_locked(struct pcm_heap *h, volatile pcm_word_t *list);
