@@ -62,23 +62,47 @@ static CAS_PATH void *small_alloc_cas(unsigned cls)
     return handed_out(obj);
 }
 
+#ifdef PCM_ARCH_RSEQ
+/* The class whose CPU-0 slot slot0 is: worked out on the slow half only,
+ * so that the fast one loads nothing but the slot's address. */
+static inline unsigned class_of_slot0(const pcm_word_t *slot0)
+{
+    return (unsigned)(((const char *)slot0 - (const char *)pcm_rseq_slot0(0)) / sizeof(struct pcm_bin));
+}
+
+/* The rseq pop from slot0, a class's slot on CPU 0. */
+static inline __attribute__((always_inline)) void *small_alloc_rseq(pcm_word_t *slot0)
+{
+    void *obj;
+    pcm_arch_rseq_pop(obj, slot0, pcm_cpu_rseq_offset, &pcm_heap_count, empty, aborted);
+    *pcm_object_word1(obj) = 0;
+    return obj;
+empty:
+    return pcm_heap_alloc_rseq_slow(class_of_slot0(slot0), PCM_RSEQ_EMPTY);
+aborted:
+    return pcm_heap_alloc_rseq_slow(class_of_slot0(slot0), PCM_RSEQ_ABORTED);
+}
+#endif
+
 /* Both paths end in a tail call or a return, so the fast one needs no
  * stack frame. */
 static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
 {
 #ifdef PCM_ARCH_RSEQ
-    if (__builtin_expect(pcm_fast_path_is_rseq(), 1)) {
-        void *obj;
-        pcm_arch_rseq_pop(obj, pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, empty, aborted);
-        *pcm_object_word1(obj) = 0;
-        return obj;
-    empty:
-        return pcm_heap_alloc_rseq_slow(cls, PCM_RSEQ_EMPTY);
-    aborted:
-        return pcm_heap_alloc_rseq_slow(cls, PCM_RSEQ_ABORTED);
-    }
+    if (__builtin_expect(pcm_fast_path_is_rseq(), 1))
+        return small_alloc_rseq(pcm_rseq_slot0(cls));
 #endif
     return small_alloc_cas(cls);
+}
+
+/* The same for a request of at most 1 KiB, by its 16-byte size step. */
+static inline __attribute__((always_inline)) void *small_alloc_step(size_t step)
+{
+#ifdef PCM_ARCH_RSEQ
+    if (__builtin_expect(pcm_fast_path_is_rseq(), 1))
+        return small_alloc_rseq(pcm_rseq_slot0_of_step[step]);
+#endif
+    return small_alloc_cas(pcm_class_of_step[step]);
 }
 
 void *pcm_malloc(size_t size)
@@ -89,7 +113,7 @@ void *pcm_malloc(size_t size)
      * Size 0 wraps around and takes the third branch. */
     size_t below = size - 1;
     if (__builtin_expect(below < PCM_CLASS_TABLE_MAX, 1))
-        return small_alloc(pcm_class_of_step[below >> 4]);
+        return small_alloc_step(below >> 4);
     if (__builtin_expect(size <= PCM_SMALL_MAX, 1))
         return small_alloc(size ? pcm_size_class_above_128(size) : 0);
     return pcm_large_alloc(size, 0, false);
@@ -182,8 +206,7 @@ static inline __attribute__((always_inline)) void small_free(struct pcm_span *sp
         pcm_word_t mark = pcm_free_mark(p);
         if (PCM_FREE_MARK_WIDE)
             ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
-        /* (size_t: the - 1 folds into the slot's offset) */
-        pcm_arch_rseq_push(pcm_rseq_slot0((size_t)span->class_plus1 - 1), pcm_cpu_rseq_offset, span->owner, p, mark,
+        pcm_arch_rseq_push(pcm_rseq_slot0_of_class_plus1[span->class_plus1], pcm_cpu_rseq_offset, span->owner, p, mark,
                            other_cpu, full, aborted);
         return;
         /* Out of line, with nothing but p: the fast path keeps no other

@@ -14,6 +14,7 @@
 #include "heap.h"
 #include "message.h"
 #include "os.h"
+#include "percpu_rseq.h"
 #include "segment_map.h"
 #include "stats.h"
 #include "verbose.h"
@@ -68,6 +69,7 @@ void pcm_init_slow(void)
     unsigned heaps = pcm_opts.cpus ? pcm_opts.cpus : pcm_os_cpu_count();
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
+    pcm_rseq_slots_init();
     pcm_segment_index_init();
     pcm_hardening_startup();
     pcm_fast_path_choose();

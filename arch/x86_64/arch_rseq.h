@@ -63,32 +63,35 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
  * Every way to `empty` leaves the section at its end with obj 0, and C
  * takes the branch: an asm goto's output is not to be trusted on a jump to
  * a label - gcc 12 compiled pop_any's "empty: return EMPTY" into "return
- * obj" on those jumps, and handed out whatever the register held.
+ * obj" on those jumps, and handed out whatever the register held.  The
+ * two exits taken before obj is loaded zero it out of line (5:), so the
+ * way to a pop does not; obj is in rax, where malloc returns it.
  */
 #define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
     do {                                                                                        \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
-                 "xorl %k[obj], %k[obj]\n\t" /* 0 on every way to empty */                      \
-                 "movl %%fs:4(%[off]), %%eax\n\t" /* cpu_id */                                  \
-                 "cmpl %[cpus], %%eax\n\t"                                                      \
-                 "jae 2f\n\t"                                                                   \
-                 "shlq %[shift], %%rax\n\t"                                                     \
-                 "cmpl $0, %c[limit](%%rax, %[slot])\n\t" /* stopped (a drain): empty */        \
-                 "je 2f\n\t"                                                                    \
-                 "movq (%%rax, %[slot]), %[obj]\n\t"                                            \
+                 "movl %%fs:4(%[off]), %%ecx\n\t" /* cpu_id */                                  \
+                 "cmpl %[cpus], %%ecx\n\t"                                                      \
+                 "jae 5f\n\t"                                                                   \
+                 "shlq %[shift], %%rcx\n\t"                                                     \
+                 "cmpl $0, %c[limit](%%rcx, %[slot])\n\t" /* stopped (a drain): empty */        \
+                 "je 5f\n\t"                                                                    \
+                 "movq (%%rcx, %[slot]), %[obj]\n\t"                                            \
                  "testq %[obj], %[obj]\n\t"                                                     \
                  "jz 2f\n\t"                                                                    \
-                 "movq (%[obj]), %%rcx\n\t"                                                     \
-                 "movq %%rcx, (%%rax, %[slot])\n\t" /* commit */                                \
+                 "movq (%[obj]), %%rdx\n\t"                                                     \
+                 "movq %%rdx, (%%rcx, %[slot])\n\t" /* commit */                                \
                  "2:\n\t"                                                                       \
                  ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
                  "4: jmp %l[" #aborted "]\n\t"                                                  \
+                 "5: xorl %k[obj], %k[obj]\n\t"                                                 \
+                 "jmp 2b\n\t"                                                                   \
                  ".popsection\n\t"                                                              \
-                 : [obj] "=&r"(obj_)                                                            \
+                 : [obj] "=&a"(obj_) /* (PCM_RSEQ_DESCRIPTOR's rax, before obj) */              \
                  : [slot] "r"(slot0_), [off] "r"(off_), [cpus] "m"(*(cpus_)),                   \
                    [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)       \
-                 : "rax", "rcx", "memory", "cc"                                                 \
+                 : "rcx", "rdx", "memory", "cc"                                                 \
                  : aborted);                                                                    \
         if (!(obj_))                                                                            \
             goto empty;                                                                         \
