@@ -14,7 +14,10 @@
  *     PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES; the outgoing
  *     classes are exactly those below PCM_FOREIGN_CACHED_MIN;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
- *     unregister it) still allocates and frees correctly, without caching.
+ *     unregister it) still allocates and frees correctly, without caching;
+ *   - every request up to 1 KiB gets an object of its own class, whose
+ *     slot malloc looks up by the request's 16-byte step (rseq) or whose
+ *     class it looks up so (CAS).
  * Threads are pinned with sched_setaffinity; with one allowed CPU the
  * cross-CPU check is skipped (said so in the output).
  */
@@ -73,6 +76,20 @@ PCM_TEST(fast_path_is_the_expected_one)
     if (expect)
         PCM_CHECK(strcmp(expect, pcm_fast_path_name()) == 0, "fast path %s, expected %s", pcm_fast_path_name(),
                   expect);
+}
+
+PCM_TEST(every_size_up_to_1_kib_gets_its_own_class)
+{
+    started();
+    for (size_t size = 1; size <= PCM_CLASS_TABLE_MAX; size++) {
+        void *p = pcm_malloc(size);
+        PCM_CHECK(p != NULL, "malloc(%zu) failed", size);
+        size_t usable = pcm_malloc_usable_size(p), want = pcm_class_size(pcm_size_class(size));
+        PCM_CHECK(usable == want, "malloc(%zu) = %p: usable %zu, its class holds %zu", size, p, usable, want);
+        PCM_CHECK((uintptr_t)p % 16 == 0, "malloc(%zu) = %p: not 16-byte aligned", size, p);
+        memset(p, 0xa5, size);
+        pcm_free(p);
+    }
 }
 
 #ifdef PCM_ARCH_RSEQ
