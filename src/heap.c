@@ -29,13 +29,16 @@ int pcm_fault_duplicate_refill;
  * life, never on an allocation's path after that. */
 static volatile pcm_word_t prepare_lock;
 
-/* A cache holds up to 64 KiB of one class, and at least 4 objects (at most
- * 1024); it starts at 8 KiB's worth (heap.h: pcm_heap_flushed_locked); a
- * refill or a flush moves half its limit, at most 64 objects. */
+/* A cache holds up to 64 KiB of one class (at most 1024 objects), or one
+ * object of a class above 64 KiB: a CPU's caches hold at most 7 MiB, where
+ * a floor of 4 objects let the classes of 16..256 KiB alone hold 9 MiB
+ * more (tests/unit/cache_limit.c).  It starts at 8 KiB's worth (heap.h:
+ * pcm_heap_flushed_locked); a refill or a flush moves half its limit, at
+ * most 64 objects, at least one. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 #define CACHE_BYTES (64u * 1024)
 #define CACHE_START_BYTES (8u * 1024)
-#define CACHE_MIN 4u
+#define CACHE_MIN 1u
 #define CACHE_MAX 1024u
 #define BATCH_MAX 64u
 /* Flushes in a row, with no refill, before a cache's limit halves. */

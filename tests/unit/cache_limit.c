@@ -3,9 +3,10 @@
  * (heap.h: pcm_heap_flushed_locked): it starts small, grows while a
  * program's batches go out and come back in more than it holds, until a
  * batch fits and rounds of malloc and free no longer flush; and falls back
- * to its start when objects only come back.  The thread is pinned, so one
- * heap's cache serves it throughout; both paths run it (the suite runs
- * with rseq on and off).
+ * to its start when objects only come back; and it never holds more than
+ * 64 KiB of a class, or one object of a bigger one.  The thread is pinned,
+ * so one heap's cache serves it throughout; both paths run it (the suite
+ * runs with rseq on and off).
  */
 #include "harness.h"
 
@@ -13,9 +14,11 @@
 
 #include "fast_path.h"
 #include "heap.h"
+#include "percpu_cache.h"
 #include "sizeclass.h"
 
 #include <sched.h>
+#include <string.h>
 
 #define OBJECT_SIZE 64u
 #define BATCH 1000u
@@ -97,5 +100,59 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
         release(BATCH);
     }
     PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u more rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* Every class's cache is bounded in bytes - 64 KiB, or one object of a
+ * class above that - so a CPU's caches together stay under PER_CPU_MOST
+ * however many classes a program uses; a floor of 4 objects a class had
+ * let them hold 16 MiB.  And a pinned thread that frees a handful of
+ * 200 KiB objects keeps one of them cached, not more. */
+#define CLASS_MOST (64u * 1024)
+#define PER_CPU_MOST (8u * 1024 * 1024)
+#define BIG_SIZE (200u * 1024)
+#define BIG_COUNT 6u
+
+PCM_TEST(cache_holds_at_most_64_kib_of_a_class_or_one_bigger_object)
+{
+    pcm_free(pcm_malloc(1)); /* initialised: the shapes written */
+    uint64_t per_cpu = 0;
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        const struct pcm_bin_shape shape = pcm_bin_shapes[c];
+        uint64_t size = pcm_class_size(c), most = size > CLASS_MOST ? size : CLASS_MOST;
+        PCM_CHECK(shape.start >= 1 && shape.start <= shape.limit, "class %u (%lu bytes): start %u, most %u", c,
+                  (unsigned long)size, shape.start, shape.limit);
+        PCM_CHECK(shape.limit * size <= most, "class %u (%lu bytes): a cache holds %u objects, %lu bytes", c,
+                  (unsigned long)size, shape.limit, (unsigned long)(shape.limit * size));
+        per_cpu += shape.limit * size;
+    }
+    pcm_test_printf("  a CPU's caches hold at most %lu KiB\n", (unsigned long)(per_cpu / 1024));
+    PCM_CHECK(per_cpu <= PER_CPU_MOST, "a CPU's caches hold up to %lu KiB", (unsigned long)(per_cpu / 1024));
+
+    int first, last;
+    pcm_test_allowed_cpus(&first, &last);
+    PCM_REQUIRE(first >= 0, "no CPU to run on");
+    cpu_set_t saved;
+    PCM_REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0, "sched_getaffinity failed");
+    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
+    unsigned cls = pcm_size_class(BIG_SIZE);
+    struct pcm_bin *bin = &pcm_heap_current()->bins[cls];
+    void *big[BIG_COUNT];
+    for (unsigned round = 0; round < 3; round++) {
+        for (unsigned i = 0; i < BIG_COUNT; i++) {
+            big[i] = pcm_malloc(BIG_SIZE);
+            PCM_REQUIRE(big[i], "out of memory at object %u", i);
+            memset(big[i], (int)(0x40 + i), BIG_SIZE);
+        }
+        for (unsigned i = 0; i < BIG_COUNT; i++) {
+            const unsigned char *bytes = big[i];
+            PCM_REQUIRE(bytes[0] == 0x40 + i && bytes[BIG_SIZE - 1] == 0x40 + i, "object %u (%p) overwritten", i,
+                        big[i]);
+            pcm_free(big[i]);
+        }
+        pcm_word_t depth = pcm_cache_depth_of(pcm_load_relaxed(&bin->cache.half.ptr));
+        PCM_CHECK(depth <= 1, "%s path, round %u: %lu objects of %u bytes cached after %u freed", pcm_fast_path_name(),
+                  round, (unsigned long)depth, BIG_SIZE, BIG_COUNT);
+    }
     sched_setaffinity(0, sizeof saved, &saved);
 }
