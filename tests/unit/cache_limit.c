@@ -54,15 +54,26 @@ static void release(unsigned n)
     }
 }
 
+/* Pin the thread to the first CPU it may run on, so that one heap's cache
+ * serves it throughout; its affinity before goes to *saved.  False (a
+ * failure recorded) if it cannot. */
+static bool pin_to_first_cpu(cpu_set_t *saved)
+{
+    int first, last;
+    pcm_test_allowed_cpus(&first, &last);
+    if (first < 0 || sched_getaffinity(0, sizeof *saved, saved) != 0 || !pcm_test_pin(first)) {
+        pcm_test_fail(__FILE__, __LINE__, "pinned", "cannot pin to the first allowed CPU (%d)", first);
+        return false;
+    }
+    return true;
+}
+
 PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
 {
     pcm_free(pcm_malloc(1)); /* initialised: the path chosen */
-    int first, last;
-    pcm_test_allowed_cpus(&first, &last);
-    PCM_REQUIRE(first >= 0, "no CPU to run on");
     cpu_set_t saved;
-    PCM_REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0, "sched_getaffinity failed");
-    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
+    if (!pin_to_first_cpu(&saved))
+        return;
     unsigned cls = pcm_size_class(OBJECT_SIZE);
     const struct pcm_bin_shape shape = pcm_bin_shapes[cls];
     PCM_REQUIRE(shape.start < BATCH && BATCH <= shape.limit, "the %u-byte cache: start %u, most %u", OBJECT_SIZE,
@@ -129,12 +140,9 @@ PCM_TEST(cache_holds_at_most_64_kib_of_a_class_or_one_bigger_object)
     pcm_test_printf("  a CPU's caches hold at most %lu KiB\n", (unsigned long)(per_cpu / 1024));
     PCM_CHECK(per_cpu <= PER_CPU_MOST, "a CPU's caches hold up to %lu KiB", (unsigned long)(per_cpu / 1024));
 
-    int first, last;
-    pcm_test_allowed_cpus(&first, &last);
-    PCM_REQUIRE(first >= 0, "no CPU to run on");
     cpu_set_t saved;
-    PCM_REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0, "sched_getaffinity failed");
-    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
+    if (!pin_to_first_cpu(&saved))
+        return;
     unsigned cls = pcm_size_class(BIG_SIZE);
     struct pcm_bin *bin = &pcm_heap_current()->bins[cls];
     void *big[BIG_COUNT];
