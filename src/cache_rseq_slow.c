@@ -26,6 +26,8 @@ void pcm_rseq_count_abort(void)
     pcm_fetch_add_acq_rel(&pcm_rseq_aborts, 1);
 }
 
+#ifdef PCM_ARCH_RSEQ
+
 pcm_word_t *pcm_rseq_slot0_of_class_plus1[PCM_CLASS_COUNT + 1];
 pcm_word_t *pcm_rseq_slot0_of_step[PCM_CLASS_TABLE_MAX / 16];
 
@@ -36,8 +38,6 @@ void pcm_rseq_slots_init(void)
     for (unsigned i = 0; i < PCM_CLASS_TABLE_MAX / 16; i++)
         pcm_rseq_slot0_of_step[i] = pcm_rseq_slot0(pcm_class_of_step[i]);
 }
-
-#ifdef PCM_ARCH_RSEQ
 
 enum push_result { PUSHED, OTHER_CPU, FULL };
 

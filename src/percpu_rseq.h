@@ -96,9 +96,13 @@ static inline pcm_word_t *pcm_rseq_slot0(size_t cls)
  * pcm_class_of_step), so each fast path finds its slot with one load
  * instead of the heaps' address, a shift and an add.  Filled by
  * pcm_rseq_slots_init before the fast path is chosen, never changed. */
+#ifdef PCM_ARCH_RSEQ
 extern pcm_word_t *pcm_rseq_slot0_of_class_plus1[PCM_CLASS_COUNT + 1] __attribute__((visibility("hidden")));
 extern pcm_word_t *pcm_rseq_slot0_of_step[PCM_CLASS_TABLE_MAX / 16] __attribute__((visibility("hidden")));
 void pcm_rseq_slots_init(void);
+#else
+static inline void pcm_rseq_slots_init(void) {} /* no rseq path: nothing looks them up */
+#endif
 
 /* The same for the outgoing lists (heap.h), which the same sections push
  * and take: a bin of their own, the limit at the same offset. */
