@@ -15,6 +15,7 @@
 
 #include "free_mark.h"
 #include "hardening.h"
+#include "init.h"
 #include "os.h"
 #include "remote.h"
 #include "stats.h"
@@ -240,15 +241,68 @@ static void list_remove(struct pcm_bin *bin, struct pcm_span *span)
 
 /* ---- spans (lock held) ---- */
 
+/* Segments a search for spare pages looks at besides the last one a span
+ * went back to: a heap of a thousand segments must not scan them all for
+ * each span it cuts. */
+#define SEARCH_SEGMENTS 8u
+
+struct place {
+    struct pcm_segment *segment; /* NULL: none yet */
+    size_t first, fresh;
+};
+
+/* Offer s (with `spare` spare pages; 0: first fit) to *best: taken if a
+ * span there commits fewer new pages. */
+static void consider(struct place *best, struct pcm_segment *s, size_t pages, size_t spare)
+{
+    size_t at, fresh = pcm_segment_place_span(s, pages, spare, best->fresh, &at);
+    if (fresh < best->fresh)
+        *best = (struct place){s, at, fresh};
+}
+
+/* Where a new span goes.  First fit, unless a span went back to its
+ * segment since a search last found no spare page: then the place that
+ * commits the fewest new pages (pcm_segment_place_span; one with none ends
+ * the search) in the segment of the last release and the first
+ * SEARCH_SEGMENTS of the list (the newest), and first fit in the rest if
+ * none of them has room.  A program that only grows never pays for a
+ * search.  With huge pages a first touch makes free pages spare too
+ * (pcm_segment_touched). */
+static struct place place_span_locked(struct pcm_heap *h, size_t pages)
+{
+    struct place best = {NULL, 0, SIZE_MAX};
+    struct pcm_segment *s = h->segments;
+    if (h->spare_maybe || pcm_opts.hugepages) {
+        bool spare_seen = false;
+        if (h->spare_hint) {
+            size_t spare = pcm_segment_spare_pages(h->spare_hint);
+            spare_seen = spare != 0;
+            consider(&best, h->spare_hint, pages, spare);
+        }
+        for (unsigned looked = 0; s && best.fresh && looked < SEARCH_SEGMENTS; s = s->next, looked++) {
+            if (s == h->spare_hint)
+                continue;
+            size_t spare = pcm_segment_spare_pages(s);
+            spare_seen |= spare != 0;
+            consider(&best, s, pages, spare);
+        }
+        /* All of them seen, none spare (a search that stopped early saw
+         * some): none until the next span goes back. */
+        if (!s && !spare_seen)
+            h->spare_maybe = false;
+    }
+    for (; s && !best.segment; s = s->next)
+        consider(&best, s, pages, 0);
+    return best;
+}
+
 static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
 {
-    unsigned pages = (unsigned)pcm_class_span_pages(cls);
-    for (struct pcm_segment *s = h->segments; s; s = s->next) {
-        struct pcm_span *span = pcm_segment_span_create(s, cls, pages);
-        if (span) {
-            h->stats.spans_created++;
-            return span;
-        }
+    size_t pages = pcm_class_span_pages(cls);
+    struct place best = place_span_locked(h, pages);
+    if (best.segment) {
+        h->stats.spans_created++;
+        return pcm_segment_span_cut(best.segment, best.first, cls, pages);
     }
     struct pcm_segment *s = pcm_segment_create(pcm_heap_index(h));
     if (!s)
@@ -257,6 +311,15 @@ static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
     h->segments = s;
     h->stats.spans_created++;
     return pcm_segment_span_create(s, cls, pages);
+}
+
+/* A span of h went back to segment s: its pages are spare. */
+static void span_released_locked(struct pcm_heap *h, struct pcm_segment *s, struct pcm_span *span)
+{
+    pcm_segment_span_release(s, span);
+    h->spare_maybe = true;
+    h->spare_hint = s;
+    h->stats.spans_released++;
 }
 
 /* n objects, already linked onto span's free list, came back to it. */
@@ -275,8 +338,7 @@ static void span_returned_locked(struct pcm_heap *h, struct pcm_segment *s, stru
      * and releasing a span each time). */
     if (span->used == 0 && (bin->partial != span || span->next)) {
         list_remove(bin, span);
-        pcm_segment_span_release(s, span);
-        h->stats.spans_released++;
+        span_released_locked(h, s, span);
     }
 }
 
@@ -483,8 +545,7 @@ void pcm_heap_release_empty_spans_locked(struct pcm_heap *h)
             struct pcm_span *next = span->next;
             if (span->used == 0) {
                 list_remove(&h->bins[c], span);
-                pcm_segment_span_release(pcm_segment_of((void *)span->start), span);
-                h->stats.spans_released++;
+                span_released_locked(h, pcm_segment_of((void *)span->start), span);
             }
             span = next;
         }

@@ -145,49 +145,89 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     return s;
 }
 
-/* First fit over the page bitmap, a word of full pages skipped at once
- * (a segment filling up with one-page spans would otherwise cost a scan of
- * every page before it for each new span). */
-struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, unsigned pages)
+static bool page_is_touched(const struct pcm_segment *s, size_t page)
 {
-    if (s->free_pages < pages)
-        return NULL;
-    size_t run = 0;
+    return (s->page_touched[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
+}
+
+size_t pcm_segment_spare_pages(const struct pcm_segment *s)
+{
+    size_t count = 0;
+    for (size_t w = 0; w < PCM_SEGMENT_PAGES / PCM_WORD_BITS; w++)
+        for (pcm_word_t bits = ~s->page_used[w] & s->page_touched[w]; bits; bits &= bits - 1)
+            count++;
+    return count;
+}
+
+/* A sliding window of `pages` free pages over the bitmap, counting the
+ * touched pages in it; a word of full pages is skipped at once (a segment
+ * filling up with one-page spans would otherwise cost a scan of every page
+ * before it for each new span).  The first window with the fewest
+ * untouched pages wins; with first_fit, the first window at all. */
+static size_t best_window(const struct pcm_segment *s, size_t pages, bool first_fit, size_t *first)
+{
+    size_t best = SIZE_MAX, run = 0, touched = 0;
     for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES; page++) {
         if (page % PCM_WORD_BITS == 0 && s->page_used[page / PCM_WORD_BITS] == ~(pcm_word_t)0) {
-            run = 0;
+            run = touched = 0;
             page += PCM_WORD_BITS - 1;
             continue;
         }
         if (page_is_used(s, page)) {
-            run = 0;
+            run = touched = 0;
             continue;
         }
-        if (++run < pages)
+        touched += page_is_touched(s, page);
+        if (++run > pages)
+            touched -= page_is_touched(s, page - pages);
+        if (run < pages || pages - touched >= best)
             continue;
-        size_t first = page + 1 - pages;
-        descriptors_back(s, first, first + pages - 1);
-        mark_pages(s, first, pages, true);
-        s->free_pages -= pages;
-        struct pcm_span *span = &s->span[first];
-        for (size_t i = 0; i < pages; i++)
-            s->span_first[first + i] = (uint16_t)(first * sizeof(struct pcm_span));
-        span->class_plus1 = (uint16_t)(cls + 1);
-        span->owner = (uint16_t)s->owner;
-        pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
-        span->capacity = pcm_class_span_objects(cls);
-        span->start = (uintptr_t)s + (first << PCM_PAGE_SHIFT);
-        span->used = 0;
-        span->carved = 0;
-        span->pages = (uint16_t)pages;
-        span->listed = span->active = span->trimmed = 0;
-        span->free = NULL;
-        span->prev = span->next = NULL;
-        pcm_hardened_span_created(span);
-        pcm_stats_span_created(cls);
-        return span;
+        best = pages - touched;
+        *first = page + 1 - pages;
+        if (first_fit || best == 0)
+            break;
     }
-    return NULL;
+    return best;
+}
+
+size_t pcm_segment_place_span(const struct pcm_segment *s, size_t pages, size_t spare, size_t beat, size_t *first)
+{
+    if (s->free_pages < pages || pages - (spare < pages ? spare : pages) >= beat)
+        return SIZE_MAX; /* no room, or it cannot do better: no need to look */
+    size_t fresh = best_window(s, pages, spare == 0, first);
+    return fresh < beat ? fresh : SIZE_MAX;
+}
+
+struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsigned cls, size_t pages)
+{
+    descriptors_back(s, first, first + pages - 1);
+    mark_pages(s, first, pages, true);
+    s->free_pages -= (uint32_t)pages;
+    struct pcm_span *span = &s->span[first];
+    for (size_t i = 0; i < pages; i++)
+        s->span_first[first + i] = (uint16_t)(first * sizeof(struct pcm_span));
+    span->class_plus1 = (uint16_t)(cls + 1);
+    span->owner = (uint16_t)s->owner;
+    pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
+    span->capacity = pcm_class_span_objects(cls);
+    span->start = (uintptr_t)s + (first << PCM_PAGE_SHIFT);
+    span->used = 0;
+    span->carved = 0;
+    span->pages = (uint16_t)pages;
+    span->listed = span->active = span->trimmed = 0;
+    span->free = NULL;
+    span->prev = span->next = NULL;
+    pcm_hardened_span_created(span);
+    pcm_stats_span_created(cls);
+    return span;
+}
+
+struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, size_t pages)
+{
+    size_t first;
+    if (pcm_segment_place_span(s, pages, pcm_segment_spare_pages(s), SIZE_MAX, &first) == SIZE_MAX)
+        return NULL;
+    return pcm_segment_span_cut(s, first, cls, pages);
 }
 
 void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)

@@ -173,9 +173,28 @@ static inline void pcm_span_set_size(struct pcm_span *span, uint32_t size)
  * errno == ENOMEM if the OS has no memory. */
 struct pcm_segment *pcm_segment_create(unsigned owner);
 
-/* Cut a span of `pages` pages for class cls from s; NULL if s has no run
- * of that many free pages.  Caller holds the owner's lock. */
-struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, unsigned pages);
+/* Pages of s in no span that objects were written on: still resident
+ * until decay gives them back.  Caller holds the owner's lock. */
+size_t pcm_segment_spare_pages(const struct pcm_segment *s);
+
+/* Where in s a span of `pages` pages commits the fewest new pages: the
+ * run of free pages that holds the most spare ones (pcm_segment_spare_pages
+ * says s has `spare`).  A span cut over them reuses them, where first fit
+ * would often cut into fresh pages and let a long-running program's
+ * footprint creep up.  Sets *first and returns how many of the run's pages
+ * are untouched, if that is below `beat`; else SIZE_MAX, also when s has
+ * no run of that many free pages.  With spare == 0, first fit: one scan
+ * that stops at the first run.  Caller holds the owner's lock. */
+size_t pcm_segment_place_span(const struct pcm_segment *s, size_t pages, size_t spare, size_t beat, size_t *first);
+
+/* Cut a span of class cls at pages [first, first + pages) of s, all free
+ * (pcm_segment_place_span).  Caller holds the owner's lock. */
+struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsigned cls, size_t pages);
+
+/* Cut a span of `pages` pages for class cls from s, where
+ * pcm_segment_place_span says; NULL if s has no run of that many free
+ * pages.  Caller holds the owner's lock. */
+struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, size_t pages);
 
 /* Objects in [start, end) of s are about to be handed out for the first
  * time: count the pages this touches first (spans are cut lazily, so pages

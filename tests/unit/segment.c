@@ -131,3 +131,74 @@ PCM_TEST(segment_header_pages_of_free_pages_go_back)
     pcm_test_printf("  %u header pages, %d of them descriptors only, all given back with the segment free\n",
                     s->header_pages, __builtin_popcountl((unsigned long)pure));
 }
+
+/* Pages [first, first + pages) of s in no span and touched: spare. */
+static size_t spare_in(const struct pcm_segment *s, size_t first, size_t pages)
+{
+    size_t count = 0;
+    for (size_t page = first; page < first + pages; page++) {
+        size_t w = page / PCM_WORD_BITS;
+        count += (~s->page_used[w] & s->page_touched[w]) >> (page % PCM_WORD_BITS) & 1;
+    }
+    return count;
+}
+
+PCM_TEST(segment_span_goes_where_pages_are_spare)
+{
+    pcm_free(pcm_malloc(1)); /* start-up */
+    struct pcm_segment *s = pcm_segment_create(0);
+    PCM_REQUIRE(s, "no segment");
+    PCM_CHECK(pcm_segment_spare_pages(s) == 0, "a new segment has %zu spare pages", pcm_segment_spare_pages(s));
+
+    /* Pages in order: a hole never touched, a span's worth that was
+     * touched and freed, a span in use, and the fresh rest.  First fit
+     * would cut the next small span in the untouched hole. */
+    unsigned small = pcm_size_class(16384), big = PCM_CLASS_COUNT - 1; /* spans of 32 and 256 pages */
+    size_t small_pages = pcm_class_span_pages(small), big_pages = pcm_class_span_pages(big);
+    PCM_REQUIRE(small_pages * 2 <= big_pages, "spans of %zu and %zu pages", small_pages, big_pages);
+    struct pcm_span *hole = pcm_segment_span_create(s, small, small_pages);
+    struct pcm_span *used = pcm_segment_span_create(s, big, big_pages);
+    struct pcm_span *wall = pcm_segment_span_create(s, small, small_pages);
+    PCM_REQUIRE(hole && used && wall, "spans not cut");
+    size_t hole_first = (size_t)(hole - s->span), used_first = (size_t)(used - s->span);
+    PCM_REQUIRE(hole_first < used_first && used_first < (size_t)(wall - s->span), "spans not cut in address order");
+    pcm_segment_touched(s, used->start, used->start + big_pages * PCM_SPAN_PAGE_BYTES);
+    pcm_segment_span_release(s, hole);
+    pcm_segment_span_release(s, used);
+    PCM_CHECK(pcm_segment_spare_pages(s) == big_pages, "%zu spare pages, %zu were touched and freed",
+              pcm_segment_spare_pages(s), big_pages);
+
+    /* Every way in: the place that commits nothing new... */
+    size_t first = SIZE_MAX;
+    size_t fresh = pcm_segment_place_span(s, small_pages, pcm_segment_spare_pages(s), SIZE_MAX, &first);
+    PCM_CHECK(fresh == 0 && first == used_first, "place: %zu fresh pages at page %zu; spare run at %zu", fresh,
+              first, used_first);
+    /* ...which a place already found with none cannot be beaten by... */
+    PCM_CHECK(pcm_segment_place_span(s, small_pages, pcm_segment_spare_pages(s), 0, &first) == SIZE_MAX,
+              "a place beat one with no fresh page");
+    /* ...and first fit, when the caller knows of no spare page. */
+    fresh = pcm_segment_place_span(s, small_pages, 0, SIZE_MAX, &first);
+    PCM_CHECK(fresh == small_pages && first == hole_first, "first fit: %zu fresh pages at page %zu, hole at %zu",
+              fresh, first, hole_first);
+
+    struct pcm_span *span = pcm_segment_span_create(s, small, small_pages);
+    PCM_REQUIRE(span, "no span");
+    PCM_CHECK((size_t)(span - s->span) == used_first, "the span went to page %zu, the spare run is at %zu",
+              (size_t)(span - s->span), used_first);
+    PCM_CHECK(pcm_segment_spare_pages(s) == big_pages - small_pages && spare_in(s, used_first, small_pages) == 0,
+              "%zu spare pages left, %zu under the span", pcm_segment_spare_pages(s),
+              spare_in(s, used_first, small_pages));
+
+    /* The rest of the freed span, whole: no fresh page.  One page more
+     * fits only in the fresh pages after the wall, all of them new. */
+    size_t rest = big_pages - small_pages, wall_end = (size_t)(wall - s->span) + small_pages;
+    fresh = pcm_segment_place_span(s, rest, pcm_segment_spare_pages(s), SIZE_MAX, &first);
+    PCM_CHECK(fresh == 0 && first == used_first + small_pages, "%zu pages: %zu fresh at page %zu", rest, fresh,
+              first);
+    fresh = pcm_segment_place_span(s, rest + 1, pcm_segment_spare_pages(s), SIZE_MAX, &first);
+    PCM_CHECK(fresh == rest + 1 && first == wall_end, "%zu pages: %zu fresh at page %zu, the wall ends at %zu",
+              rest + 1, fresh, first, wall_end);
+    /* Too long for any run: no place. */
+    PCM_CHECK(pcm_segment_place_span(s, PCM_SEGMENT_PAGES, pcm_segment_spare_pages(s), SIZE_MAX, &first) == SIZE_MAX,
+              "a place for a span as large as the segment");
+}

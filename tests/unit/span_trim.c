@@ -290,7 +290,8 @@ PCM_TEST(span_trim_spans_come_back_whole)
                 if (g < gone_count && gone[g] == last_page(objects[i]))
                     covered++, g++;
             }
-        /* Pinned, first fit cuts the new spans where the freed ones were. */
+        /* Pinned, with no spare page left (the trim gave them back), first
+         * fit cuts the new spans where the freed ones were. */
         PCM_CHECK(!pinned || covered == gone_count, "%zu-byte objects: %zu of the %zu pages given back cut again", size,
                   covered, gone_count);
         check_intact(objects, n, "cut again");
