@@ -251,7 +251,9 @@ void pcm_heap_drain_remote_list_locked(struct pcm_heap *h, volatile pcm_word_t *
  * PCM_OUTGOING_CLASSES) as a chain ready to be a whole cache, *first on
  * top: marked free with their depths, the first the count; the rest of
  * the stack goes back to the spans.  Returns the count (0: the stack was
- * empty). */
+ * empty).  A stack whose top's depth is at most `most` is taken whole as
+ * its pushers marked it (remote.h), without a walk; the count is then
+ * that depth. */
 unsigned pcm_heap_take_remote_class_locked(struct pcm_heap *h, unsigned cls, unsigned most, void **first);
 /* Cut up to `want` objects of class cls from h's spans (making spans, and
  * segments, as needed) into a chain linked by word 0: *first ... *last.

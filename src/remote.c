@@ -9,8 +9,9 @@
 
 /* The depth the top of `count` objects pushed onto `seen` would have.  A racy hint:
  * `seen` may already be drained and reused (its word 1 rewritten by the
- * drain or by its new owner while we read it); the value only decides
- * whether to help drain.  Its own function so that ThreadSanitizer's
+ * drain or by its new owner while we read it); then the push's CAS fails,
+ * unless seen came back to the top meanwhile (remote.h: what a wrong
+ * depth costs).  Its own function so that ThreadSanitizer's
  * suppression of this one deliberate race (tests/sanitize/tsan.supp) can
  * name it and nothing else. */
 static inline pcm_word_t remote_depth_hint(pcm_word_t seen, pcm_word_t count)
@@ -19,17 +20,33 @@ static inline pcm_word_t remote_depth_hint(pcm_word_t seen, pcm_word_t count)
     return depth > PCM_DEPTH_MASK ? PCM_DEPTH_MASK : depth;
 }
 
+/* Mark the `count` objects from first down with their depths on the
+ * stack, `depth` for first, one less for each below: the stack then reads
+ * as a cache would (percpu_cache.h), and a refill can take it as one. */
+static void mark_depths(void *first, unsigned count, pcm_word_t depth)
+{
+    void *obj = first;
+    for (;;) {
+        pcm_free_mark_set(obj, depth--);
+        if (--count == 0)
+            return; /* (the last one's link is not written yet) */
+        obj = pcm_link_next(obj, *(pcm_word_t *)obj);
+    }
+}
+
 void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, void *last, unsigned count)
 {
     volatile pcm_word_t *list = pcm_remote_list(owner, cls);
-    pcm_word_t seen = pcm_load_relaxed(list);
+    /* acquire (here and on a failed CAS): the depth the top's pusher
+     * wrote is visible to the hint */
+    pcm_word_t seen = pcm_load_acquire(list);
     pcm_word_t depth;
     do {
         depth = remote_depth_hint(seen, count);
+        mark_depths(first, count, depth); /* (depth >= count: counts stay far below the mask) */
         *(pcm_word_t *)last = pcm_link_encode(last, seen);
-        pcm_free_mark_set(first, depth);
         /* release: the objects' words are written before they can be drained */
-    } while (!pcm_cas_release(list, &seen, (pcm_word_t)first));
+    } while (!pcm_cas_acq_rel(list, &seen, (pcm_word_t)first));
 
     /* Only tried: the caller may hold another heap's lock. */
     if (depth >= PCM_REMOTE_HELP_DEPTH && pcm_heap_trylock(owner)) {

@@ -7,16 +7,30 @@
  *
  * Invariant of each: 0 or the top of a chain of free objects of the
  * heap's spans (of its class), linked by word 0 (encoded in the hardened
- * build, hardening.h), each word 1 = mark | depth (depth is a hint: about
- * the number below it when it was pushed, read without a lock; only the
- * top's is ever read).  A push adds one object or a whole chain, linking
- * the chain's last object to the top it saw.
+ * build, hardening.h), each word 1 = mark | depth, depth the number of
+ * objects from it to the bottom - as in a cache (percpu_cache.h), so that
+ * a refill can take a stack that fits as its cache without walking it
+ * (heap.c: pcm_heap_take_remote_class_locked), where the walk was a chain
+ * of misses on lines the freeing CPUs hold.  A push adds one object or a
+ * whole chain, marking its objects with the depths they get on top of the
+ * top it saw (whose own depth it reads), and linking the chain's last
+ * object to that top.
+ * The depths are exact unless that top was taken and came back to the top
+ * between the pusher's read of its depth and its CAS (ABA, below): then
+ * the pushed chain's depths count from the old stack.  A wrong depth only
+ * misstates a count: a cache taken with it holds more or fewer objects
+ * than its top's depth says, so it flushes late or early, as a saturated
+ * depth does on the CAS path; no walk stops on a depth (every one follows
+ * the links to their end), so no object is lost or handed out twice.
+ * (tests/unit/fast_path.c gives a refill a stack with wrong depths.)
  * Why ABA cannot hurt: a drain or a refill takes the whole chain with one
  * swap and never looks at next pointers while others push; a push only links its
  * object to whatever top it saw and succeeds only if that top is still
  * the top - if the same object became top again in between, linking to it
- * is still correct, because a push depends on the top's identity alone,
- * never on the top's contents.
+ * is still correct, because the links depend on the top's identity alone;
+ * only the depths depend on its contents, and a wrong one costs what is
+ * said above.  A cache never gets a depth past its limit from a push (a
+ * push checks first), so no depth overflows into the mark.
  */
 #ifndef PCM_REMOTE_H
 #define PCM_REMOTE_H

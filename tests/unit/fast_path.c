@@ -251,6 +251,21 @@ static bool chain_holds(pcm_word_t chain, void *const *p, unsigned n, unsigned *
  * freed on another CPU: the first `limit` fill its outgoing list, the
  * next free sends them home in one push and itself after them, the rest
  * wait. */
+/* Whether each object of chain carries its depth, the number of objects
+ * from it to the end, as a cache's do (percpu_cache.h); *at: the first
+ * that does not. */
+static bool depths_count_down(pcm_word_t chain, unsigned *at)
+{
+    unsigned n = 0;
+    for (pcm_word_t obj = chain; obj; obj = *(pcm_word_t *)obj)
+        n++;
+    *at = 0;
+    for (pcm_word_t obj = chain; obj; obj = *(pcm_word_t *)obj, n--, (*at)++)
+        if ((((pcm_word_t *)obj)[1] & PCM_DEPTH_MASK) != n)
+            return false;
+    return true;
+}
+
 static void free_batch_elsewhere(const int cpus[2], size_t size)
 {
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
@@ -317,16 +332,18 @@ static bool two_cpus_on_rseq(int cpus[2])
 
 #ifdef PCM_ARCH_RSEQ
 /* A full outgoing list of `size` bytes' class on cpus[1] sends its
- * objects home to the remote stack of that class of their heap, cpus[0]'s;
- * with cpus[0]'s caches flushed, the next malloc of the class there is a
- * refill, which must take them into the cache - not through the spans
- * (the class's served count stays) - as many as the cache has room for
- * and one to hand out; only the rest go back to their spans. */
+ * objects home to the remote stack of that class of their heap, cpus[0]'s,
+ * and a flush of cpus[1] the rest, pushed on top: every object there
+ * carries its depth on the stack.  With cpus[0]'s caches flushed, the next
+ * malloc of the class there is a refill, which must take them into the
+ * cache - not through the spans (the class's served count stays) - as
+ * many as the cache has room for and one to hand out, with their depths;
+ * only the rest go back to their spans. */
 static void refill_from_remote_stack(const int cpus[2], size_t size)
 {
     unsigned cls = pcm_size_class(size), limit = pcm_bin_shapes[cls].outgoing;
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
-    struct batch_handoff b = {cpus[1], size, limit + 1, {0}, 0};
+    struct batch_handoff b = {cpus[1], size, 2 * limit, {0}, 0};
     for (unsigned i = 0; i < b.n; i++)
         PCM_REQUIRE(b.p[i] = pcm_malloc(size), "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(b.p[0]), b.p[0])->owner;
@@ -337,11 +354,18 @@ static void refill_from_remote_stack(const int cpus[2], size_t size)
     PCM_REQUIRE(pthread_create(&t, NULL, free_batch_on_cpu, &b) == 0, "pthread_create failed");
     pthread_join(t, NULL);
     PCM_REQUIRE(b.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
+    PCM_REQUIRE(pcm_test_pin(cpus[1]), "cannot pin to CPU %d", cpus[1]);
+    pcm_heap_flush_caches_rseq(); /* the objects still on its outgoing list go home */
+    PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     struct pcm_heap *h = &pcm_heaps[owner];
     unsigned seen;
     PCM_CHECK(chain_holds(pcm_load_relaxed(&h->remote_class[cls]), b.p, b.n, &seen) && seen == b.n,
               "heap %u's remote stack of %zu bytes holds %u objects, not the %u freed on CPU %d", owner, size, seen,
               b.n, cpus[1]);
+    unsigned at;
+    PCM_CHECK(depths_count_down(pcm_load_relaxed(&h->remote_class[cls]), &at),
+              "heap %u's remote stack of %zu bytes: object %u from the top does not carry its depth", owner, size,
+              at);
     pcm_heap_flush_caches_rseq(); /* this CPU's: the next malloc refills */
     PCM_REQUIRE(slot_top(cpus[0], cls) == 0, "CPU %d's cache not empty after its flush", cpus[0]);
     pcm_word_t returned = h->stats.returned[cls], served = h->stats.served[cls];
@@ -357,6 +381,8 @@ static void refill_from_remote_stack(const int cpus[2], size_t size)
     PCM_CHECK(chain_holds(slot_top(cpus[0], cls), b.p, b.n, &seen) && seen == taken - 1,
               "CPU %d's cache holds %u objects after the refill, not %u (its limit %u)", cpus[0], seen, taken - 1,
               room);
+    PCM_CHECK(depths_count_down(slot_top(cpus[0], cls), &at),
+              "CPU %d's cache after the refill: object %u from the top does not carry its depth", cpus[0], at);
     PCM_CHECK(h->stats.returned[cls] - returned == b.n - taken && h->stats.served[cls] == served,
               "through their spans: returned %lu -> %lu (%u over the cache's room), served %lu -> %lu",
               (unsigned long)returned, (unsigned long)h->stats.returned[cls], b.n - taken, (unsigned long)served,
@@ -381,6 +407,81 @@ PCM_TEST(rseq_refill_takes_the_remote_stack_of_its_class_into_the_cache)
     pcm_opts.purge_delay_ms = 3600000; /* no decay tick drains the stacks meanwhile */
     refill_from_remote_stack(cpus, 48);
     refill_from_remote_stack(cpus, 700);
+    pcm_opts.purge_delay_ms = delay;
+    restore_affinity(&saved);
+#endif
+}
+
+#ifdef PCM_ARCH_RSEQ
+#define STACKED 6u
+/* A remote stack whose depths went wrong (remote.h: a push whose top was
+ * taken and came back between its read of the top's depth and its CAS):
+ * the refill on `cpu` that takes it must still hand out each of its
+ * objects exactly once, whatever its top's depth (`stated`) says - taken
+ * whole as it is where that fits the cache, walked where it does not. */
+static void refill_from_stack_with_depth(int cpu, pcm_word_t stated)
+{
+    size_t size = 48;
+    unsigned cls = pcm_size_class(size);
+    void *p[STACKED];
+    for (unsigned i = 0; i < STACKED; i++)
+        PCM_REQUIRE(p[i] = pcm_malloc(size), "malloc failed");
+    unsigned owner = pcm_span_of(pcm_segment_of(p[0]), p[0])->owner;
+    bool mine = owner == (unsigned)cpu;
+    for (unsigned i = 0; i < STACKED; i++)
+        mine = mine && pcm_span_of(pcm_segment_of(p[i]), p[i])->owner == owner;
+    if (!mine) { /* (a busy heap lock sent a refill elsewhere) */
+        for (unsigned i = 0; i < STACKED; i++)
+            pcm_free(p[i]);
+        pcm_test_printf("  depth %lu: objects of another heap, skipped\n", (unsigned long)stated);
+        return;
+    }
+    struct pcm_heap *h = &pcm_heaps[owner];
+    pcm_heap_flush_caches_rseq(); /* this CPU's: the next malloc refills */
+    pcm_heap_lock(h);
+    pcm_heap_drain_remote_list_locked(h, &h->remote_class[cls]);
+    pcm_heap_unlock(h);
+    PCM_REQUIRE(slot_top(cpu, cls) == 0, "CPU %d's cache not empty after its flush", cpu);
+    /* p[0] on top, every depth below it 1. */
+    for (unsigned i = 0; i < STACKED; i++) {
+        *(pcm_word_t *)p[i] = i + 1 < STACKED ? (pcm_word_t)p[i + 1] : 0;
+        pcm_free_mark_set(p[i], i == 0 ? stated : 1);
+    }
+    pcm_store_release(&h->remote_class[cls], (pcm_word_t)p[0]);
+    unsigned times[STACKED] = {0};
+    void *got[STACKED + 1];
+    for (unsigned i = 0; i <= STACKED; i++) {
+        PCM_REQUIRE(got[i] = pcm_malloc(size), "malloc failed");
+        for (unsigned k = 0; k < STACKED; k++)
+            times[k] += got[i] == p[k];
+    }
+    PCM_CHECK(pcm_load_relaxed(&h->remote_class[cls]) == 0, "the remote stack not taken by the refill");
+    for (unsigned k = 0; k < STACKED; k++)
+        PCM_CHECK(times[k] == 1, "depth %lu on top: object %u of %u on the stack handed out %u times in %u mallocs",
+                  (unsigned long)stated, k, STACKED, times[k], STACKED + 1);
+    for (unsigned i = 0; i <= STACKED; i++)
+        pcm_free(got[i]);
+}
+#endif
+
+PCM_TEST(rseq_refill_takes_a_remote_stack_with_wrong_depths)
+{
+#ifdef PCM_ARCH_RSEQ
+    int cpus[2];
+    allowed_cpus(cpus);
+    started();
+    if (!pcm_fast_path_is_rseq() || cpus[0] < 0) {
+        pcm_test_printf("  skipped: fast path %s\n", pcm_fast_path_name());
+        return;
+    }
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    unsigned delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 3600000; /* no decay tick drains the stack meanwhile */
+    refill_from_stack_with_depth(cpus[0], 2);              /* fewer than it holds: taken whole */
+    refill_from_stack_with_depth(cpus[0], 40);             /* more: taken whole */
+    refill_from_stack_with_depth(cpus[0], PCM_DEPTH_MASK); /* more than a cache takes: walked */
     pcm_opts.purge_delay_ms = delay;
     restore_affinity(&saved);
 #endif
