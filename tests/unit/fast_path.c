@@ -13,6 +13,10 @@
  *     to the owner's remote stack of the class; a list holds at most
  *     PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES; the outgoing
  *     classes are exactly those below PCM_FOREIGN_CACHED_MIN;
+ *   - rseq: every object on a remote stack carries its depth there, the
+ *     owner's next refill takes the stack into its cache (whole, where it
+ *     fits) with the depths a cache's objects carry, and a stack whose
+ *     depths went wrong still hands out each of its objects once;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
  *     unregister it) still allocates and frees correctly, without caching;
  *   - every request up to 1 KiB gets an object of its own class, whose
