@@ -152,10 +152,10 @@ static bool page_is_touched(const struct pcm_segment *s, size_t page)
 
 size_t pcm_segment_spare_pages(const struct pcm_segment *s)
 {
+    _Static_assert(sizeof(pcm_word_t) == sizeof(unsigned long), "a bitmap word is an unsigned long");
     size_t count = 0;
     for (size_t w = 0; w < PCM_SEGMENT_PAGES / PCM_WORD_BITS; w++)
-        for (pcm_word_t bits = ~s->page_used[w] & s->page_touched[w]; bits; bits &= bits - 1)
-            count++;
+        count += (size_t)__builtin_popcountl((unsigned long)(~s->page_used[w] & s->page_touched[w]));
     return count;
 }
 
