@@ -272,7 +272,7 @@ static struct place place_span_locked(struct pcm_heap *h, size_t pages)
 {
     struct place best = {NULL, 0, SIZE_MAX};
     struct pcm_segment *s = h->segments;
-    if (h->spare_maybe || pcm_opts.hugepages) {
+    if (h->spare_hint || pcm_opts.hugepages) {
         bool spare_seen = false;
         if (h->spare_hint) {
             size_t spare = pcm_segment_spare_pages(h->spare_hint);
@@ -289,7 +289,7 @@ static struct place place_span_locked(struct pcm_heap *h, size_t pages)
         /* All of them seen, none spare (a search that stopped early saw
          * some): none until the next span goes back. */
         if (!s && !spare_seen)
-            h->spare_maybe = false;
+            h->spare_hint = NULL;
     }
     for (; s && !best.segment; s = s->next)
         consider(&best, s, pages, 0);
@@ -317,7 +317,6 @@ static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
 static void span_released_locked(struct pcm_heap *h, struct pcm_segment *s, struct pcm_span *span)
 {
     pcm_segment_span_release(s, span);
-    h->spare_maybe = true;
     h->spare_hint = s;
     h->stats.spans_released++;
 }

@@ -115,8 +115,9 @@ struct pcm_heap {
     uint64_t random_state; /* the refill shuffle's generator (lock; hardening.c) */
 #endif
     struct pcm_segment *segments; /* lock */
-    struct pcm_segment *spare_hint; /* where a span last went back (lock; heap.c) */
-    bool spare_maybe;             /* a segment may have spare pages (lock; heap.c) */
+    /* Where a span last went back, while a segment may have spare pages;
+     * NULL once a search found none (lock; heap.c). */
+    struct pcm_segment *spare_hint;
     struct pcm_heap_stats stats;  /* lock */
     pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
     uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
