@@ -251,10 +251,6 @@ static bool chain_holds(pcm_word_t chain, void *const *p, unsigned n, unsigned *
     return true;
 }
 
-/* Twice the outgoing limit of `size` bytes' class, objects of one heap,
- * freed on another CPU: the first `limit` fill its outgoing list, the
- * next free sends them home in one push and itself after them, the rest
- * wait. */
 /* Whether each object of chain carries its depth, the number of objects
  * from it to the end, as a cache's do (percpu_cache.h); *at: the first
  * that does not. */
@@ -270,6 +266,10 @@ static bool depths_count_down(pcm_word_t chain, unsigned *at)
     return true;
 }
 
+/* Twice the outgoing limit of `size` bytes' class, objects of one heap,
+ * freed on another CPU: the first `limit` fill its outgoing list, the
+ * next free sends them home in one push and itself after them, the rest
+ * wait. */
 static void free_batch_elsewhere(const int cpus[2], size_t size)
 {
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
