@@ -322,7 +322,8 @@ static void span_released_locked(struct pcm_heap *h, struct pcm_segment *s, stru
 }
 
 /* n objects, already linked onto span's free list, came back to it. */
-static void span_returned_locked(struct pcm_heap *h, struct pcm_segment *s, struct pcm_span *span, uint32_t n)
+static inline __attribute__((always_inline)) void span_returned_locked(struct pcm_heap *h, struct pcm_segment *s,
+                                                                       struct pcm_span *span, uint32_t n)
 {
     unsigned cls = span->class_plus1 - 1u;
     struct pcm_bin *bin = &h->bins[cls];
@@ -359,32 +360,35 @@ void pcm_heap_return_locked(struct pcm_heap *h, void *obj)
  * rest; *home counts those that went to h's own spans. */
 static void *return_runs_locked(struct pcm_heap *h, void *chain, size_t max, size_t *home)
 {
-    size_t total = 0;
-    *home = 0;
-    while (chain && total < max) {
+    const unsigned self = pcm_heap_index(h);
+    size_t left = max, home_count = 0;
+    while (chain && left) {
         void *first = chain, *last = chain;
         struct pcm_segment *s = pcm_segment_of(first);
         struct pcm_span *span = pcm_span_of(s, first);
-        uintptr_t bytes = (uintptr_t)span->pages << PCM_PAGE_SHIFT;
-        size_t room = max - total;
-        uint32_t n = 1;
-        for (void *next = pcm_link_next(last, *(pcm_word_t *)last);
-             next && n < room && (uintptr_t)next - span->start < bytes;
-             next = pcm_link_next(next, *(pcm_word_t *)next)) {
+        const uintptr_t start = span->start, bytes = (uintptr_t)span->pages << PCM_PAGE_SHIFT;
+        /* The run ends at the span's edge, at max, or at the chain's end:
+         * NULL - start wraps to at least 2^N - start >= bytes, as no span
+         * runs past the top of the address space, so one compare stops
+         * at both. */
+        void *next = pcm_link_next(last, *(pcm_word_t *)last);
+        size_t before = left--;
+        for (; left && (uintptr_t)next - start < bytes; left--) {
             last = next;
-            n++;
+            next = pcm_link_next(last, *(pcm_word_t *)last);
         }
-        chain = pcm_link_next(last, *(pcm_word_t *)last);
-        total += n;
-        if (__builtin_expect(span->owner != pcm_heap_index(h), 0)) {
+        uint32_t n = (uint32_t)(before - left);
+        chain = next;
+        if (__builtin_expect(span->owner != self, 0)) {
             pcm_remote_free_chain(&pcm_heaps[span->owner], span->class_plus1 - 1u, first, last, n);
             continue;
         }
         *(pcm_word_t *)last = pcm_link_encode(last, (pcm_word_t)span->free);
         span->free = first;
         span_returned_locked(h, s, span, n);
-        *home += n;
+        home_count += n;
     }
+    *home = home_count;
     return chain;
 }
 

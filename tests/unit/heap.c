@@ -83,3 +83,69 @@ PCM_TEST(heap_new_span_reuses_spare_pages)
 unlock:
     pcm_heap_unlock(h);
 }
+
+static uint32_t used_of(void *obj)
+{
+    return pcm_span_of(pcm_segment_of(obj), obj)->used;
+}
+
+static void link_to(void *obj, void *next)
+{
+    *(pcm_word_t *)obj = pcm_link_encode(obj, (pcm_word_t)next);
+}
+
+/* A chain given back in part (heap.c, return_runs_locked): each run of
+ * objects in one span goes home in one splice, a run is cut where the
+ * count runs out, and what is left comes back linked as it was. */
+PCM_TEST(heap_return_first_stops_inside_a_run)
+{
+    pcm_free(pcm_malloc(1)); /* start-up */
+    struct pcm_heap *h = &pcm_heaps[0];
+    pcm_heap_prepare(h);
+    pcm_heap_lock(h);
+
+    /* Two spans' worth: objects of two different spans, a and b. */
+    unsigned cls = pcm_size_class(1024), per_span = pcm_class_span_objects(cls);
+    void *objects = cut(h, cls, 2 * per_span);
+    if (!objects)
+        goto unlock;
+    void *a[3] = {NULL}, *b[3] = {NULL};
+    unsigned na = 0, nb = 0;
+    void *rest = NULL; /* the others, kept out until the end */
+    for (void *obj = objects, *next; obj; obj = next) {
+        next = pcm_link_next(obj, *(pcm_word_t *)obj);
+        if (na < 3 && (na == 0 || pcm_span_of(pcm_segment_of(obj), obj) == pcm_span_of(pcm_segment_of(a[0]), a[0])))
+            a[na++] = obj;
+        else if (nb < 3 && pcm_span_of(pcm_segment_of(obj), obj) != pcm_span_of(pcm_segment_of(a[0]), a[0]) &&
+                 (nb == 0 || pcm_span_of(pcm_segment_of(obj), obj) == pcm_span_of(pcm_segment_of(b[0]), b[0])))
+            b[nb++] = obj;
+        else {
+            link_to(obj, rest);
+            rest = obj;
+        }
+    }
+    PCM_CHECK(na == 3 && nb == 3, "objects of two spans: %u and %u", na, nb);
+    if (na < 3 || nb < 3)
+        goto unlock;
+
+    /* a0 a1 | b0 b1 b2 | a2, given back 4 at most: a0 a1 and b0 b1 go
+     * home, b2 a2 come back. */
+    void *chain[6] = {a[0], a[1], b[0], b[1], b[2], a[2]};
+    for (unsigned i = 0; i < 6; i++)
+        link_to(chain[i], i < 5 ? chain[i + 1] : NULL);
+    uint32_t used_a = used_of(a[0]), used_b = used_of(b[0]);
+    void *left = pcm_heap_return_first_locked(h, chain[0], 4);
+    PCM_CHECK(left == b[2], "left %p, not the fifth object %p", left, b[2]);
+    PCM_CHECK(used_of(a[0]) == used_a - 2 && used_of(b[0]) == used_b - 2, "used %u and %u, were %u and %u",
+              used_of(a[0]), used_of(b[0]), used_a, used_b);
+    if (left == b[2])
+        PCM_CHECK(pcm_link_next(b[2], *(pcm_word_t *)b[2]) == a[2], "the rest is not linked as it was");
+
+    /* The rest, to the chain's end. */
+    pcm_heap_return_chain_locked(h, left);
+    PCM_CHECK(used_of(a[0]) == used_a - 3 && used_of(b[0]) == used_b - 3, "used %u and %u, were %u and %u",
+              used_of(a[0]), used_of(b[0]), used_a, used_b);
+    pcm_heap_return_chain_locked(h, rest);
+unlock:
+    pcm_heap_unlock(h);
+}
