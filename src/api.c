@@ -391,6 +391,10 @@ void *pcm_pvalloc(size_t size)
 #define REALLOC_LARGE_FROM ((size_t)64 * 1024)
 #endif
 
+/* Growth of a small object of this usable size or more rounds up to
+ * twice the size (pcm_realloc). */
+#define REALLOC_DOUBLE_FROM ((size_t)PCM_CLASS_TABLE_MAX)
+
 /* A buffer of a page or more that realloc grows takes a cached large
  * mapping of at most this size when the cache has one: its pages are
  * resident already and the buffer grows on in place from there, without
@@ -431,14 +435,23 @@ void *pcm_realloc(void *p, size_t size)
     struct object_info info = lookup(p, "realloc");
     if (info.span) {
         size_t usable = info.span->object_size;
-        /* The same class keeps the object in place.  Growth moves it to at
-         * least twice its size: a buffer grown a little at a time is then
-         * copied O(log n) times with the copies summing to 2n, not once per
-         * size class (eight per doubling).  Shrinking moves it to the
-         * class of the new size. */
-        if (size <= PCM_SMALL_MAX && pcm_size_class(size) == info.span->class_plus1 - 1u)
-            return p;
-        if (size > usable && size < 2 * usable)
+        /* A size that fits stays in place, unless it would leave more than
+         * half the object idle and a smaller class holds it: then it moves
+         * there.  (Moving whenever a smaller class held it undid the
+         * doubling below: 40 appends of 50 bytes from 1100 moved 23 times.)
+         * From 1 KiB on, growth moves it to at least twice its size: a
+         * buffer grown a little at a time is then copied O(log n) times
+         * with the copies summing to 2n, not once per size class (eight
+         * per doubling).  Below, classes are 16 bytes apart and a copy is
+         * short, so growth moves it to the class of the new size: rounded
+         * up to twice, the tree's strings were left a quarter empty (peak
+         * RSS 44.5 MB against 40.4 and mimalloc's 40.5). */
+        if (size <= usable) {
+            if (size > usable / 2 || pcm_size_class(size) == info.span->class_plus1 - 1u)
+                return p;
+            return move_object(info, p, usable, size, size);
+        }
+        if (usable >= REALLOC_DOUBLE_FROM && size < 2 * usable)
             return move_object(info, p, usable, size, 2 * usable);
         return move_object(info, p, usable, size, size);
     }

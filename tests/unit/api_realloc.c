@@ -177,6 +177,51 @@ PCM_TEST(realloc_small_large_small)
     }
 }
 
+/* ---- how far growth rounds up ---- */
+
+/* The usable size malloc gives a request of n bytes. */
+static size_t usable_of_request(size_t n)
+{
+    void *q = pcm_malloc(n);
+    size_t usable = q ? pcm_malloc_usable_size(q) : 0;
+    pcm_free(q);
+    return usable;
+}
+
+PCM_TEST(realloc_growth_below_1_kib_takes_the_new_size_class)
+{
+    /* Below 1 KiB growth takes the class of the new size, as malloc of
+     * that size would; from 1 KiB on, twice the old size, and the appends
+     * that then fit stay in place.  Appends of 8..64 bytes, as a string
+     * builder makes, up to 8 KiB: from 1 KiB, 3 doublings at most. */
+    unsigned moves_from_1_kib = 0;
+    size_t have = 8;
+    unsigned char *p = pcm_malloc(have);
+    PCM_REQUIRE(p != NULL, "malloc(%zu) returned NULL", have);
+    fill_range(p, 0, have, 7);
+    for (size_t add = 8; have < 8192; add = add % 64 + 24) {
+        size_t old_usable = pcm_malloc_usable_size(p), want = have + add;
+        unsigned char *q = resize_checked(p, have, want, 7, "append");
+        if (!q)
+            return;
+        size_t usable = pcm_malloc_usable_size(q);
+        if (want <= old_usable)
+            PCM_CHECK(q == p && usable == old_usable, "%zu -> %zu within usable %zu: moved to %p (usable %zu)",
+                      have, want, old_usable, (void *)q, usable);
+        else if (old_usable < 1024)
+            PCM_CHECK(usable == usable_of_request(want), "%zu -> %zu from usable %zu: usable %zu, malloc(%zu) gets %zu",
+                      have, want, old_usable, usable, want, usable_of_request(want));
+        else if (want < 2 * old_usable)
+            PCM_CHECK(usable >= 2 * old_usable, "%zu -> %zu from usable %zu: usable %zu, not at least twice", have,
+                      want, old_usable, usable);
+        moves_from_1_kib += old_usable >= 1024 && q != p;
+        p = q;
+        have = want;
+    }
+    PCM_CHECK(moves_from_1_kib <= 3, "appends from 1 KiB to 8 KiB moved the object %u times", moves_from_1_kib);
+    pcm_free(p);
+}
+
 /* ---- amortised growth of a large object ---- */
 
 /* Grow from `start` by `step` bytes `steps` times, filling what is added;
