@@ -47,7 +47,7 @@ static inline __attribute__((always_inline)) void *handed_out(void *obj)
 {
     if (__builtin_expect(obj != NULL, 1)) {
         pcm_hardened_handed_out(obj);
-        *pcm_object_word1(obj) = 0;
+        pcm_free_mark_clear(obj);
     }
     return obj;
 }
@@ -75,7 +75,7 @@ static inline __attribute__((always_inline)) void *small_alloc_rseq(pcm_word_t *
 {
     void *obj;
     pcm_arch_rseq_pop(obj, slot0, pcm_cpu_rseq_offset, &pcm_heap_count, empty, aborted);
-    *pcm_object_word1(obj) = 0;
+    pcm_free_mark_clear(obj);
     return obj;
 empty:
     return pcm_heap_alloc_rseq_slow(class_of_slot0(slot0), PCM_RSEQ_EMPTY);

@@ -214,7 +214,7 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
         }
     }
     /* A live object never carries the free mark (free_mark.h). */
-    *pcm_object_word1(obj) = 0;
+    pcm_free_mark_clear(obj);
     return obj;
 }
 

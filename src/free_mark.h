@@ -8,9 +8,11 @@
  * left clear for a count the caches keep there.  On 32-bit builds that
  * leaves only 20 bits of mark - program data would match it once in a
  * million frees - so word 2 (every object has 16 bytes: four words there)
- * carries a second, full-width mark.  malloc clears word 1 before handing
- * an object out, so a live object looks free only if the program itself
- * wrote both marks: a chance of about 2^-48 (64-bit) or 2^-52 (32-bit).
+ * carries a second, full-width mark.  malloc clears word 1 (and word 2 on
+ * 32-bit builds) before handing an object out, and no mark is ever those
+ * cleared words (pcm_free_secret_from), so a live object looks free only
+ * if the program itself wrote the marks: a chance of about 2^-47 (64-bit)
+ * or 2^-52 (32-bit).
  */
 #ifndef PCM_FREE_MARK_H
 #define PCM_FREE_MARK_H
@@ -51,6 +53,30 @@ static inline void pcm_free_mark_set(void *obj, pcm_word_t depth)
     word[1] = pcm_free_mark(obj) | depth;
     if (PCM_FREE_MARK_WIDE)
         word[2] = pcm_free_mark_wide(obj);
+}
+
+/* The secret to use, from random bits.  malloc clears word 1 (and on
+ * 32-bit builds word 2) of every object it hands out (pcm_free_mark_clear),
+ * so a cleared word must never read as a mark:
+ * - 64-bit: the secret's top bit is set and no user address has it, so
+ *   every mark has it and none is 0.
+ * - 32-bit: the mark is 0 for objects on the one page the secret's high 20
+ *   bits name (a process using a quarter of the address space holds that
+ *   page one time in four: a live object there looked double-freed).  Word
+ *   2 cleared rules it out: the wide mark is 0 only at the address ~secret,
+ *   whose word-1 mark is not 0. */
+static inline pcm_word_t pcm_free_secret_from(pcm_word_t random)
+{
+    return PCM_FREE_MARK_WIDE ? random : random | (pcm_word_t)1 << (sizeof(pcm_word_t) * 8 - 1);
+}
+
+/* obj is handed out: it no longer reads as free. */
+static inline void pcm_free_mark_clear(void *obj)
+{
+    pcm_word_t *word = obj;
+    word[1] = 0;
+    if (PCM_FREE_MARK_WIDE)
+        word[2] = 0;
 }
 
 static inline bool pcm_object_is_marked_free(void *obj)

@@ -65,7 +65,7 @@ void pcm_init_slow(void)
     pcm_cpu_init();
     if (pcm_opts.stats)
         pcm_stats_keep_stderr();
-    pcm_free_secret = random_secret();
+    pcm_free_secret = pcm_free_secret_from(random_secret());
     unsigned heaps = pcm_opts.cpus ? pcm_opts.cpus : pcm_os_cpu_count();
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
