@@ -3,8 +3,9 @@
  * span_create_locked): once a span has gone back to its segment, a new
  * one goes over those pages, resident already, even where first fit would
  * take fresh pages of newer segments, more of them than a search scans.
- * The span layer is driven directly, under the heap's lock (given back
- * before a failure ends the test).
+ * And how a chain of objects goes back to its spans (return_runs_locked):
+ * run by run, up to a count.  The span layer is driven directly, under
+ * the heap's lock (given back before a failure ends the test).
  */
 #include "harness.h"
 
@@ -84,9 +85,14 @@ unlock:
     pcm_heap_unlock(h);
 }
 
+static struct pcm_span *span_of(void *obj)
+{
+    return pcm_span_of(pcm_segment_of(obj), obj);
+}
+
 static uint32_t used_of(void *obj)
 {
-    return pcm_span_of(pcm_segment_of(obj), obj)->used;
+    return span_of(obj)->used;
 }
 
 static void link_to(void *obj, void *next)
@@ -114,10 +120,9 @@ PCM_TEST(heap_return_first_stops_inside_a_run)
     void *rest = NULL; /* the others, kept out until the end */
     for (void *obj = objects, *next; obj; obj = next) {
         next = pcm_link_next(obj, *(pcm_word_t *)obj);
-        if (na < 3 && (na == 0 || pcm_span_of(pcm_segment_of(obj), obj) == pcm_span_of(pcm_segment_of(a[0]), a[0])))
+        if (na < 3 && (na == 0 || span_of(obj) == span_of(a[0])))
             a[na++] = obj;
-        else if (nb < 3 && pcm_span_of(pcm_segment_of(obj), obj) != pcm_span_of(pcm_segment_of(a[0]), a[0]) &&
-                 (nb == 0 || pcm_span_of(pcm_segment_of(obj), obj) == pcm_span_of(pcm_segment_of(b[0]), b[0])))
+        else if (nb < 3 && span_of(obj) != span_of(a[0]) && (nb == 0 || span_of(obj) == span_of(b[0])))
             b[nb++] = obj;
         else {
             link_to(obj, rest);
