@@ -178,7 +178,7 @@ static void *refill(struct pcm_heap *h, unsigned cls)
             if (__builtin_expect(pcm_fault_duplicate_refill, 0) && rest) {
                 *(void **)last = obj; /* obj is also cached: handed out twice */
                 *(void **)obj = NULL;
-                pcm_chain_mark_depths(rest, count);
+                pcm_chain_mark_depths(rest, count, count);
                 count++;
             }
             cache_chain_locked(h, cls, rest, count - 1);

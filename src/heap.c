@@ -536,7 +536,7 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
         pcm_hardened_shuffle(pcm_heap_index(h), &first, (void **)&last, count);
         /* depths were counted from want; the shuffle reorders */
         if (depths && (count != want || PCM_HARDENED_BUILD))
-            pcm_chain_mark_depths(first, count);
+            pcm_chain_mark_depths(first, count, count);
         h->stats.refills++;
         h->stats.served[cls] += count;
     }
@@ -545,10 +545,13 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
     return count;
 }
 
-void pcm_chain_mark_depths(void *chain, unsigned count)
+void pcm_chain_mark_depths(void *chain, unsigned count, pcm_word_t top)
 {
-    for (void *obj = chain; obj; obj = pcm_link_next(obj, *(pcm_word_t *)obj))
-        pcm_free_mark_set(obj, count--);
+    for (void *obj = chain;; obj = pcm_link_next(obj, *(pcm_word_t *)obj)) {
+        pcm_free_mark_set(obj, top--);
+        if (--count == 0)
+            return;
+    }
 }
 
 void pcm_heap_release_empty_spans_locked(struct pcm_heap *h)

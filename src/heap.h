@@ -264,9 +264,10 @@ unsigned pcm_heap_take_remote_class_locked(struct pcm_heap *h, unsigned cls, uns
  * fresh objects carry no free mark (in the hardened build they do, and
  * the chain comes shuffled either way). */
 unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bool depths, void **first, void **last);
-/* Mark every object of a chain free, with depths count ... 1 from the
- * first on. */
-void pcm_chain_mark_depths(void *chain, unsigned count);
+/* Mark the first `count` objects of a chain free with their depths: `top`
+ * for the first, one less for each after it (a whole cache: top ==
+ * count).  The last one's link is not followed, so it may be unwritten. */
+void pcm_chain_mark_depths(void *chain, unsigned count, pcm_word_t top);
 /* obj, an object of one of h's spans, goes back to its span. */
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
 /* The same for every object of a chain linked by word 0 (NULL: none),

@@ -20,20 +20,6 @@ static inline pcm_word_t remote_depth_hint(pcm_word_t seen, pcm_word_t count)
     return depth > PCM_DEPTH_MASK ? PCM_DEPTH_MASK : depth;
 }
 
-/* Mark the `count` objects from first down with their depths on the
- * stack, `depth` for first, one less for each below: the stack then reads
- * as a cache would (percpu_cache.h), and a refill can take it as one. */
-static void mark_depths(void *first, unsigned count, pcm_word_t depth)
-{
-    void *obj = first;
-    for (;;) {
-        pcm_free_mark_set(obj, depth--);
-        if (--count == 0)
-            return; /* (the last one's link is not written yet) */
-        obj = pcm_link_next(obj, *(pcm_word_t *)obj);
-    }
-}
-
 void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, void *last, unsigned count)
 {
     volatile pcm_word_t *list = pcm_remote_list(owner, cls);
@@ -43,7 +29,10 @@ void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, vo
     pcm_word_t depth;
     do {
         depth = remote_depth_hint(seen, count);
-        mark_depths(first, count, depth); /* (depth >= count: counts stay far below the mask) */
+        /* Their depths on the stack: it then reads as a cache would
+         * (percpu_cache.h), and a refill can take it as one.  (depth >=
+         * count: counts stay far below the mask.) */
+        pcm_chain_mark_depths(first, count, depth);
         *(pcm_word_t *)last = pcm_link_encode(last, seen);
         /* release: the objects' words are written before they can be drained */
     } while (!pcm_cas_acq_rel(list, &seen, (pcm_word_t)first));
