@@ -109,6 +109,30 @@ BENCHMARKS = [
         "better (the pause is not timed).",
         False, {"objects": 1000000, "keep": 100, "idle_ms": 1500},
         {"objects": 200000, "keep": 100, "idle_ms": 0}),
+    Benchmark(
+        "perl", "programs", "perl: hashes, arrays, a sort (a real program)",
+        "Debian's perl builds a hash of 300,000 strings and an array of as many pairs, deletes "
+        "half the hash, sorts the array by string and grows a string. Time; lower is better. "
+        "The checksum hashes the program's output.",
+        False, {"size": 300000, "program": "perl"}, {"size": 50000, "program": "perl"}),
+    Benchmark(
+        "python", "programs", "python3: JSON dumps and loads, every object by malloc (a real program)",
+        "Debian's python3 with PYTHONMALLOC=malloc (so its small objects come from malloc too, "
+        "not from pymalloc's pools) builds 100,000 small dicts of lists and strings, dumps them "
+        "as JSON and parses the text three times. Time; lower is better.",
+        False, {"size": 100000, "program": "python"}, {"size": 20000, "program": "python"}),
+    Benchmark(
+        "sqlite", "programs", "sqlite3: an in-memory table (a real program)",
+        "Debian's sqlite3 shell inserts 300,000 rows into an in-memory table, indexes them, "
+        "scans, groups and deletes a third. SQLite allocates its pages through malloc. Time; "
+        "lower is better.",
+        False, {"size": 300000, "program": "sqlite"}, {"size": 50000, "program": "sqlite"}),
+    Benchmark(
+        "gcc", "programs", "gcc -O2: one generated file (a real program)",
+        "Debian's gcc compiles, at -O2 to assembly, a generated file of 200 struct types and "
+        "functions (its compiler proper, cc1, runs under the allocator too). Time; lower is "
+        "better; peak RSS is cc1's.",
+        False, {"size": 2000, "program": "gcc"}, {"size": 300, "program": "gcc"}),
 ]
 
 # The callgrind microbenchmark: 0 is the mixed sequence of 16..512 bytes.
