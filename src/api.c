@@ -115,7 +115,7 @@ void *pcm_malloc(size_t size)
     if (__builtin_expect(below < PCM_CLASS_TABLE_MAX, 1))
         return small_alloc_step(below >> 4);
     if (__builtin_expect(size <= PCM_SMALL_MAX, 1))
-        return small_alloc(size ? pcm_size_class_above_128(size) : 0);
+        return small_alloc(size ? pcm_size_class_above_1k(size) : 0);
     return pcm_large_alloc(size, 0, false);
 }
 

@@ -10,14 +10,20 @@
 
 #include "sizeclass.h"
 
-/* The class sizes by the rule: 16..128 in 16s, then 8 per doubling. */
+/* The class sizes by the rule: 16..128 in 16s, then 8 per doubling, and
+ * from 1 KiB 9: 2^k + 2^k / 16, then 2^k + j * 2^k / 8 for j = 1..8. */
 static size_t derived_class_size(unsigned cls)
 {
     if (cls < 8)
         return 16 * (size_t)(cls + 1);
-    unsigned doubling = (cls - 8) / 8, step = (cls - 8) % 8;
-    size_t base = (size_t)128 << doubling;
-    return base + (step + 1) * (base / 8);
+    if (cls < 32) {
+        unsigned doubling = (cls - 8) / 8, step = (cls - 8) % 8;
+        size_t base = (size_t)128 << doubling;
+        return base + (step + 1) * (base / 8);
+    }
+    unsigned doubling = (cls - 32) / 9, step = (cls - 32) % 9;
+    size_t base = (size_t)1024 << doubling;
+    return step == 0 ? base + base / 16 : base + step * (base / 8);
 }
 
 /* The span rule of sizeclass.c, applied afresh. */
@@ -65,9 +71,9 @@ PCM_TEST(sizeclass_lookup_exhaustive)
         if (s >= 1 && s <= PCM_CLASS_TABLE_MAX && pcm_class_of_step[(s - 1) >> 4] != c && reported++ < 10)
             PCM_CHECK(false, "size %zu: class %u by the table, %u by pcm_size_class", s,
                       pcm_class_of_step[(s - 1) >> 4], c);
-        if (s > 128 && pcm_size_class_above_128(s) != c && reported++ < 10)
+        if (s > PCM_CLASS_TABLE_MAX && pcm_size_class_above_1k(s) != c && reported++ < 10)
             PCM_CHECK(false, "size %zu: class %u by pcm_size_class, %u by the arithmetic", s, c,
-                      pcm_size_class_above_128(s));
+                      pcm_size_class_above_1k(s));
         bool ok = c < PCM_CLASS_COUNT && pcm_class_size(c) >= s
                   && (c == 0 || pcm_class_size(c - 1) < s);
         if (!ok) {
@@ -92,10 +98,29 @@ PCM_TEST(sizeclass_lookup_exhaustive)
         }
     }
     PCM_CHECK(reported == 0, "%u sizes mapped wrongly", reported);
-    /* The worst case is one byte past the last doubling's start:
-     * 131073 -> 147456 wastes 16383/131073, just under 1/8. */
-    PCM_CHECK(worst_request == 131073 && worst_waste == 16383, "worst waste above 128: %zu/%zu",
+    /* The worst case is one byte past the last doubling of eight, 513 ->
+     * 576: 63/513, just under 1/8.  From 1 KiB on, the class just above
+     * each power of two keeps the step right past it to 1/16, so the
+     * worst there is one past that class, e.g. 1153 -> 1280. */
+    PCM_CHECK(worst_request == 513 && worst_waste == 63, "worst waste above 128: %zu/%zu",
               worst_waste, worst_request);
+}
+
+/* A power of two from 1 KiB and a header of up to a sixteenth of it (SQLite
+ * asks for 1024 + 8 and 4096 + 8 bytes) wastes at most 1/16, where the
+ * eight classes of a doubling alone took the next eighth (1152 for 1032). */
+PCM_TEST(sizeclass_power_of_two_and_a_header)
+{
+    for (size_t power = 1024; power < PCM_SMALL_MAX; power *= 2) {
+        for (size_t header = 1; header <= power / 16; header += header < 64 ? 1 : 64) {
+            size_t size = pcm_class_size(pcm_size_class(power + header));
+            PCM_CHECK(size == power + power / 16, "%zu + %zu bytes -> class of %zu", power, header, size);
+        }
+        size_t just_past = pcm_class_size(pcm_size_class(power + power / 16 + 1));
+        PCM_CHECK(just_past == power + power / 8, "%zu + %zu + 1 bytes -> class of %zu", power, power / 16,
+                  just_past);
+        PCM_CHECK(pcm_class_size(pcm_size_class(power)) == power, "%zu bytes: not a class of its own", power);
+    }
 }
 
 PCM_TEST(sizeclass_spans)
