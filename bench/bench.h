@@ -25,16 +25,23 @@
 
 /* ---- failing loudly ---------------------------------------------------- */
 
+/* The message, prefixed with the program's name, then exit(status). */
+__attribute__((noreturn, format(printf, 2, 0)))
+static inline void bench_vfail(int status, const char *format, va_list ap)
+{
+    fprintf(stderr, "%s: ", program_invocation_short_name);
+    vfprintf(stderr, format, ap);
+    fputc('\n', stderr);
+    exit(status);
+}
+
+/* A check failed (exit 3, which the runner reports as corrupt). */
 __attribute__((noreturn, format(printf, 1, 2)))
 static inline void bench_fail(const char *format, ...)
 {
     va_list ap;
     va_start(ap, format);
-    fprintf(stderr, "%s: ", program_invocation_short_name);
-    vfprintf(stderr, format, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(3);
+    bench_vfail(3, format, ap);
 }
 
 /* Out of memory is a failure of the run, not something to benchmark past. */

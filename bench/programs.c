@@ -101,11 +101,7 @@ static void cannot_run(const char *format, ...)
 {
     va_list ap;
     va_start(ap, format);
-    fprintf(stderr, "%s: ", program_invocation_short_name);
-    vfprintf(stderr, format, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
+    bench_vfail(1, format, ap);
 }
 
 /* FNV-1a, 64 bits: the checksum of everything the program printed. */
