@@ -13,10 +13,11 @@
  * The workloads:
  *   perl    builds a hash of N strings and an array of N pairs, deletes
  *           half the hash, sorts the array by string, grows one string;
- *   python  builds N small dicts of lists and strings, dumps them as JSON
- *           and parses the text three times, with PYTHONMALLOC=malloc so
- *           every object goes through malloc (pymalloc would serve the
- *           small ones from its own pools);
+ *   python  builds N/50 dicts of 50 entries, each a list of a number, a
+ *           string and a small dict (N of each), dumps them as JSON and
+ *           parses the text three times, with PYTHONMALLOC=malloc so every
+ *           object goes through malloc (pymalloc would serve the small
+ *           ones from its own pools);
  *   sqlite  an in-memory table of N rows: inserts, an index, scans,
  *           a grouping and deletes;
  *   gcc     compiles (-O2, to assembly) a generated file of N/10 struct
