@@ -101,7 +101,8 @@ PCM_TEST(sizeclass_lookup_exhaustive)
     /* The worst case is one byte past the last doubling of eight, 513 ->
      * 576: 63/513, just under 1/8.  From 1 KiB on, the class just above
      * each power of two keeps the step right past it to 1/16, so the
-     * worst there is one past that class, e.g. 1153 -> 1280. */
+     * worst there is one byte past 2^k + 2^k / 8, e.g. 1153 -> 1280:
+     * 127/1153, just under 1/9. */
     PCM_CHECK(worst_request == 513 && worst_waste == 63, "worst waste above 128: %zu/%zu",
               worst_waste, worst_request);
 }
