@@ -58,20 +58,30 @@ static inline void *bench_check_alloc(void *p, size_t size)
  * rejects the rest, so a misspelt key cannot silently use a default. */
 static uint64_t bench_args_used;
 
-static inline long bench_arg(int argc, char **argv, const char *key, long fallback)
+/* The text after "key=" in argv (marked used), or NULL if no entry has
+ * the key. */
+static inline const char *bench_arg_text(int argc, char **argv, const char *key)
 {
     size_t key_length = strlen(key);
     for (int i = 1; i < argc && i < 64; i++) {
         if (strncmp(argv[i], key, key_length) == 0 && argv[i][key_length] == '=') {
-            char *end;
-            long value = strtol(argv[i] + key_length + 1, &end, 10);
-            if (*end != '\0' || end == argv[i] + key_length + 1)
-                bench_fail("argument %s: not an integer", argv[i]);
             bench_args_used |= UINT64_C(1) << i;
-            return value;
+            return argv[i] + key_length + 1;
         }
     }
-    return fallback;
+    return NULL;
+}
+
+static inline long bench_arg(int argc, char **argv, const char *key, long fallback)
+{
+    const char *text = bench_arg_text(argc, argv, key);
+    if (!text)
+        return fallback;
+    char *end;
+    long value = strtol(text, &end, 10);
+    if (*end != '\0' || end == text)
+        bench_fail("argument %s=%s: not an integer", key, text);
+    return value;
 }
 
 static inline void bench_args_done(int argc, char **argv)

@@ -26,7 +26,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,18 +82,6 @@ static void write_gcc_source(FILE *f, long units)
     }
 }
 
-static const char *text_arg(int argc, char **argv, const char *key)
-{
-    size_t key_length = strlen(key);
-    for (int i = 1; i < argc && i < 64; i++)
-        if (strncmp(argv[i], key, key_length) == 0 && argv[i][key_length] == '=') {
-            bench_args_used |= UINT64_C(1) << i;
-            return argv[i] + key_length + 1;
-        }
-    bench_fail("argument %s= is missing", key);
-    return NULL;
-}
-
 /* A program that cannot run, or fails, is a failed run (exit 1), not a
  * corrupt object (bench_fail's exit 3). */
 __attribute__((noreturn, format(printf, 1, 2)))
@@ -118,15 +105,14 @@ static uint64_t hash_bytes(uint64_t hash, const unsigned char *bytes, size_t cou
  * however the run ends. */
 static char gcc_dir[] = "/tmp/pcmalloc-bench-XXXXXX";
 #define GCC_SOURCE "unit.c"
-static bool gcc_dir_made;
+/* Its path, once the directory is made ("": not made). */
+static char gcc_source_path[sizeof gcc_dir + sizeof GCC_SOURCE];
 
 static void remove_gcc_source(void)
 {
-    if (!gcc_dir_made)
+    if (!gcc_source_path[0])
         return;
-    char path[sizeof gcc_dir + sizeof GCC_SOURCE];
-    snprintf(path, sizeof path, "%s/%s", gcc_dir, GCC_SOURCE);
-    unlink(path);
+    unlink(gcc_source_path);
     rmdir(gcc_dir);
 }
 
@@ -186,8 +172,10 @@ static uint64_t run_program(char *const argv[], const char *dir, double *seconds
 int main(int argc, char **argv)
 {
     long size = bench_arg(argc, argv, "size", 100000);
-    const char *program = text_arg(argc, argv, "program");
+    const char *program = bench_arg_text(argc, argv, "program");
     bench_args_done(argc, argv);
+    if (!program)
+        bench_fail("argument program= is missing");
     if (size < 10)
         bench_fail("need size >= 10");
 
@@ -212,16 +200,14 @@ int main(int argc, char **argv)
     } else if (strcmp(program, "gcc") == 0) {
         if (!mkdtemp(gcc_dir))
             cannot_run("cannot make a directory in /tmp");
-        gcc_dir_made = true;
+        snprintf(gcc_source_path, sizeof gcc_source_path, "%s/%s", gcc_dir, GCC_SOURCE);
         atexit(remove_gcc_source);
-        char path[sizeof gcc_dir + sizeof GCC_SOURCE];
-        snprintf(path, sizeof path, "%s/%s", gcc_dir, GCC_SOURCE);
-        FILE *source = fopen(path, "w");
+        FILE *source = fopen(gcc_source_path, "w");
         if (!source)
-            cannot_run("cannot write %s", path);
+            cannot_run("cannot write %s", gcc_source_path);
         write_gcc_source(source, size / 10);
         if (fclose(source) != 0)
-            cannot_run("cannot write %s", path);
+            cannot_run("cannot write %s", gcc_source_path);
         char *args[] = { "/usr/bin/gcc", "-O2", "-S", "-o", "-", GCC_SOURCE, NULL };
         checksum = run_program(args, gcc_dir, &seconds);
     } else {
