@@ -1,10 +1,10 @@
 /*
  * bench/programs.c - real programs under the allocator: perl, Python,
- * SQLite's shell and gcc, each on a fixed workload written here, so the
+ * SQLite's shell, gcc and clang++, each on a fixed workload written here, so the
  * report shows what preloading an allocator does for programs people run,
  * beside the synthetic benchmarks.
  *
- *   programs size=N program=perl|python|sqlite|gcc
+ *   programs size=N program=perl|python|sqlite|gcc|clang
  * starts the Debian program (it inherits LD_PRELOAD, so the allocator
  * under test serves it), reads what it prints, and prints the wall time of
  * the run. The checksum is a hash of that output: the same under every
@@ -22,7 +22,12 @@
  *           a grouping and deletes;
  *   gcc     compiles (-O2, to assembly) a generated file of N/10 struct
  *           types and functions; the source is written before the clock
- *           starts.
+ *           starts;
+ *   clang   compiles (clang++ -O2, to assembly) a generated C++ file of
+ *           N/100 classes, each filling a std::vector and a std::map
+ *           keyed by std::string and sorting the vector with a lambda of
+ *           its own: the template instantiations and the optimisers'
+ *           work on them are LLVM's many small objects.
  */
 #include <errno.h>
 #include <signal.h>
@@ -82,6 +87,30 @@ static void write_gcc_source(FILE *f, long units)
     }
 }
 
+/* One class per unit: a std::sort with a lambda of its own (a new
+ * instantiation of the sort each), a std::map keyed by strings, an
+ * instance of a class template; no unit calls another, so the compile
+ * time grows linearly with the units. */
+static void write_clang_source(FILE *f, long units)
+{
+    fputs("#include <algorithm>\n#include <map>\n#include <string>\n#include <vector>\n"
+          "template <int K> struct Acc { long v = K; long add(long x) { return v += x * K; } };\n", f);
+    for (long i = 0; i < units; i++) {
+        fprintf(f, "struct S%ld {\n  std::vector<long> v;\n  std::map<std::string, long> m;\n", i);
+        fputs("  long run(long n) {\n    for (long j = 0; j < n; j++) {\n", f);
+        fprintf(f, "      v.push_back(j * %ld %% 97);\n      m[std::to_string(j %% %ld)] += j;\n    }\n", i + 1,
+                i % 13 + 2);
+        fprintf(f, "    std::sort(v.begin(), v.end(), [](long a, long b) { return a %% %ld < b %% %ld; });\n",
+                i % 7 + 2, i % 7 + 2);
+        fprintf(f, "    long s = Acc<%ld>().add(v.empty() ? 0 : v.back());\n", i % 16);
+        fputs("    for (auto &kv : m)\n      s += kv.second * (long)kv.first.size();\n    return s;\n  }\n};\n", f);
+    }
+    fputs("long run_all(long n) {\n  long s = 0;\n", f);
+    for (long i = 0; i < units; i++)
+        fprintf(f, "  s += S%ld().run(n);\n", i);
+    fputs("  return s;\n}\n", f);
+}
+
 /* A program that cannot run, or fails, is a failed run (exit 1), not a
  * corrupt object (bench_fail's exit 3). */
 __attribute__((noreturn, format(printf, 1, 2)))
@@ -100,20 +129,37 @@ static uint64_t hash_bytes(uint64_t hash, const unsigned char *bytes, size_t cou
     return hash;
 }
 
-/* The generated source, in a directory of its own so that its name (which
- * gcc writes into the assembly) is the same in every run; both are removed
- * however the run ends. */
-static char gcc_dir[] = "/tmp/pcmalloc-bench-XXXXXX";
-#define GCC_SOURCE "unit.c"
+/* A compiler's generated source, in a directory of its own so that its
+ * name (which the compiler writes into the assembly) is the same in every
+ * run; both are removed however the run ends. */
+static char source_dir[] = "/tmp/pcmalloc-bench-XXXXXX";
+#define SOURCE_NAME_MAX sizeof "unit.cpp"
 /* Its path, once the directory is made ("": not made). */
-static char gcc_source_path[sizeof gcc_dir + sizeof GCC_SOURCE];
+static char source_path[sizeof source_dir + SOURCE_NAME_MAX];
 
-static void remove_gcc_source(void)
+static void remove_source(void)
 {
-    if (!gcc_source_path[0])
+    if (!source_path[0])
         return;
-    unlink(gcc_source_path);
-    rmdir(gcc_dir);
+    unlink(source_path);
+    rmdir(source_dir);
+}
+
+/* Writes the source `name` (at most SOURCE_NAME_MAX bytes with its NUL)
+ * with write(f, units) into a new directory, which it returns. */
+static const char *write_source(const char *name, void (*write)(FILE *, long), long units)
+{
+    if (!mkdtemp(source_dir))
+        cannot_run("cannot make a directory in /tmp");
+    snprintf(source_path, sizeof source_path, "%s/%s", source_dir, name);
+    atexit(remove_source);
+    FILE *source = fopen(source_path, "w");
+    if (!source)
+        cannot_run("cannot write %s", source_path);
+    write(source, units);
+    if (fclose(source) != 0)
+        cannot_run("cannot write %s", source_path);
+    return source_dir;
 }
 
 /* Runs argv in directory dir (NULL: this one) with stdout to a pipe;
@@ -159,7 +205,7 @@ static uint64_t run_program(char *const argv[], const char *dir, double *seconds
     if (WIFSIGNALED(status)) {
         /* The same signal for the runner to see as a crash of this run. */
         fprintf(stderr, "%s: killed by signal %d\n", argv[0], WTERMSIG(status));
-        remove_gcc_source();
+        remove_source();
         signal(WTERMSIG(status), SIG_DFL);
         raise(WTERMSIG(status));
         exit(1);
@@ -198,20 +244,15 @@ int main(int argc, char **argv)
         char *args[] = { "/usr/bin/sqlite3", ":memory:", sql, NULL };
         checksum = run_program(args, NULL, &seconds);
     } else if (strcmp(program, "gcc") == 0) {
-        if (!mkdtemp(gcc_dir))
-            cannot_run("cannot make a directory in /tmp");
-        snprintf(gcc_source_path, sizeof gcc_source_path, "%s/%s", gcc_dir, GCC_SOURCE);
-        atexit(remove_gcc_source);
-        FILE *source = fopen(gcc_source_path, "w");
-        if (!source)
-            cannot_run("cannot write %s", gcc_source_path);
-        write_gcc_source(source, size / 10);
-        if (fclose(source) != 0)
-            cannot_run("cannot write %s", gcc_source_path);
-        char *args[] = { "/usr/bin/gcc", "-O2", "-S", "-o", "-", GCC_SOURCE, NULL };
-        checksum = run_program(args, gcc_dir, &seconds);
+        const char *dir = write_source("unit.c", write_gcc_source, size / 10);
+        char *args[] = { "/usr/bin/gcc", "-O2", "-S", "-o", "-", "unit.c", NULL };
+        checksum = run_program(args, dir, &seconds);
+    } else if (strcmp(program, "clang") == 0) {
+        const char *dir = write_source("unit.cpp", write_clang_source, size / 100);
+        char *args[] = { "/usr/bin/clang++", "-O2", "-S", "-o", "-", "unit.cpp", NULL };
+        checksum = run_program(args, dir, &seconds);
     } else {
-        bench_fail("program=%s: not perl, python, sqlite or gcc", program);
+        bench_fail("program=%s: not perl, python, sqlite, gcc or clang", program);
         return 1;
     }
     bench_report_time(seconds, checksum);

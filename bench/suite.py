@@ -134,6 +134,13 @@ BENCHMARKS = [
         "functions (its compiler proper, cc1, runs under the allocator too). Time; lower is "
         "better; peak RSS is cc1's.",
         False, {"size": 2000, "program": "gcc"}, {"size": 300, "program": "gcc"}),
+    Benchmark(
+        "clang", "programs", "clang++ -O2: one generated C++ file (a real program)",
+        "Debian's clang++ compiles, at -O2 to assembly, a generated C++ file of 15 classes, each "
+        "filling a std::vector and a std::map keyed by std::string and sorting the vector with a "
+        "lambda of its own: LLVM's template instantiations and optimisers, in C++, allocate many "
+        "small objects. Time; lower is better.",
+        False, {"size": 1500, "program": "clang"}, {"size": 300, "program": "clang"}),
 ]
 
 # The callgrind microbenchmark: 0 is the mixed sequence of 16..512 bytes.

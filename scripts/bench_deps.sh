@@ -10,6 +10,6 @@ packages=(
     valgrind                                           # callgrind: instructions per malloc+free
     util-linux                                         # taskset
     gcc libc6-dev python3                              # building and running the suite
-    perl sqlite3                                       # the real programs (gcc and python3: above)
+    perl sqlite3 clang                                 # the real programs (gcc and python3: above)
 )
 exec "$(dirname "$0")/deps.sh" "${packages[@]}"
