@@ -161,7 +161,7 @@ if [ "$mode" = hardened ]; then
         fi
     fi
     if [ "$arch" = x86_64 ]; then
-        for name in perl sort python; do
+        for name in perl sort python cxx; do
             [ -f "tests/programs/$name.sh" ] && run_binary hardened-programs "tests/programs/$name.sh" \
                 env PCM_LIB="$lib" bash
         done
