@@ -159,33 +159,70 @@ size_t pcm_segment_spare_pages(const struct pcm_segment *s)
     return count;
 }
 
-/* A sliding window of `pages` free pages over the bitmap, counting the
- * touched pages in it; a word of full pages is skipped at once (a segment
- * filling up with one-page spans would otherwise cost a scan of every page
- * before it for each new span).  The first window with the fewest
- * untouched pages wins; with first_fit, the first window at all. */
+/* The first page in [page, end) whose bit in map is `set`, else end: a
+ * word at a time. */
+static size_t next_page(const pcm_word_t *map, size_t page, size_t end, bool set)
+{
+    while (page < end) {
+        pcm_word_t word = set ? map[page / PCM_WORD_BITS] : ~map[page / PCM_WORD_BITS];
+        word &= ~(pcm_word_t)0 << (page % PCM_WORD_BITS);
+        size_t base = page - page % PCM_WORD_BITS;
+        if (word) {
+            size_t found = base + (size_t)__builtin_ctzl((unsigned long)word);
+            return found < end ? found : end;
+        }
+        page = base + PCM_WORD_BITS;
+    }
+    return end;
+}
+
+/* Touched pages in [from, to). */
+static size_t touched_pages(const struct pcm_segment *s, size_t from, size_t to)
+{
+    size_t count = 0;
+    while (from < to) {
+        size_t base = from - from % PCM_WORD_BITS, stop = to - base < PCM_WORD_BITS ? to - base : PCM_WORD_BITS;
+        pcm_word_t mask = ~(pcm_word_t)0 << (from % PCM_WORD_BITS);
+        if (stop < PCM_WORD_BITS)
+            mask &= ((pcm_word_t)1 << stop) - 1;
+        count += (size_t)__builtin_popcountl((unsigned long)(s->page_touched[from / PCM_WORD_BITS] & mask));
+        from = base + stop;
+    }
+    return count;
+}
+
+/* Windows of `pages` free pages, in order of their first page, each
+ * counting the touched pages in it; the first window with the fewest
+ * untouched pages wins, and with first_fit the first window at all.  The
+ * bitmap is read a word at a time: runs of used pages are skipped, and
+ * within a run of free pages the window slides a page at a time only
+ * while it can still do better - a run with no touched page offers its
+ * first window and nothing better (a segment filling up with one-page
+ * spans, or a fresh one, costs a few words per search, not a page each). */
 static size_t best_window(const struct pcm_segment *s, size_t pages, bool first_fit, size_t *first)
 {
-    size_t best = SIZE_MAX, run = 0, touched = 0;
-    for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES; page++) {
-        if (page % PCM_WORD_BITS == 0 && s->page_used[page / PCM_WORD_BITS] == ~(pcm_word_t)0) {
-            run = touched = 0;
-            page += PCM_WORD_BITS - 1;
-            continue;
+    size_t best = SIZE_MAX;
+    for (size_t from = s->header_pages; from < PCM_SEGMENT_PAGES;) {
+        from = next_page(s->page_used, from, PCM_SEGMENT_PAGES, false);
+        size_t to = next_page(s->page_used, from, PCM_SEGMENT_PAGES, true);
+        if (to - from >= pages) {
+            size_t in_run = touched_pages(s, from, to);
+            size_t touched = in_run ? touched_pages(s, from, from + pages) : 0;
+            for (size_t at = from;; at++) {
+                if (pages - touched < best) {
+                    best = pages - touched;
+                    *first = at;
+                    if (first_fit || best == 0)
+                        return best;
+                }
+                /* no touched page left to take in: no window here can do better */
+                if (at + pages >= to || touched == in_run)
+                    break;
+                touched += page_is_touched(s, at + pages);
+                touched -= page_is_touched(s, at);
+            }
         }
-        if (page_is_used(s, page)) {
-            run = touched = 0;
-            continue;
-        }
-        touched += page_is_touched(s, page);
-        if (++run > pages)
-            touched -= page_is_touched(s, page - pages);
-        if (run < pages || pages - touched >= best)
-            continue;
-        best = pages - touched;
-        *first = page + 1 - pages;
-        if (first_fit || best == 0)
-            break;
+        from = to;
     }
     return best;
 }

@@ -15,6 +15,7 @@
 #include "sizeclass.h"
 
 #include <stddef.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -201,4 +202,80 @@ PCM_TEST(segment_span_goes_where_pages_are_spare)
     /* Too long for any run: no place. */
     PCM_CHECK(pcm_segment_place_span(s, PCM_SEGMENT_PAGES, pcm_segment_spare_pages(s), SIZE_MAX, &first) == SIZE_MAX,
               "a place for a span as large as the segment");
+}
+
+/* The placement search reads the bitmaps a word at a time; this is the
+ * rule it must keep, a page at a time: among the windows of `pages` free
+ * pages, the first with the fewest untouched ones, or (first_fit) the
+ * first window at all.  SIZE_MAX: no window. */
+static size_t place_by_pages(const struct pcm_segment *s, size_t pages, bool first_fit, size_t *first)
+{
+    size_t best = SIZE_MAX;
+    for (size_t at = s->header_pages; at + pages <= PCM_SEGMENT_PAGES; at++) {
+        size_t fresh = 0, page = at;
+        for (; page < at + pages; page++) {
+            size_t w = page / PCM_WORD_BITS, bit = page % PCM_WORD_BITS;
+            if (s->page_used[w] >> bit & 1)
+                break;
+            fresh += !(s->page_touched[w] >> bit & 1);
+        }
+        if (page < at + pages || fresh >= best)
+            continue;
+        best = fresh;
+        *first = at;
+        if (first_fit || best == 0)
+            break;
+    }
+    return best;
+}
+
+PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
+{
+    pcm_free(pcm_malloc(1)); /* start-up */
+    struct pcm_segment *s = pcm_segment_create(0);
+    PCM_REQUIRE(s, "no segment");
+    enum { WORDS = PCM_SEGMENT_PAGES / PCM_WORD_BITS };
+    pcm_word_t used[WORDS], touched[WORDS];
+    memcpy(used, s->page_used, sizeof used);
+    memcpy(touched, s->page_touched, sizeof touched);
+    uint32_t free_pages = s->free_pages;
+    uint64_t rng = 0x9e3779b97f4a7c15u;
+    unsigned wrong = 0, found = 0;
+    for (unsigned trial = 0; trial < 20000 && wrong < 5; trial++) {
+        /* Bitmaps of several shapes: pages used or touched at random, in
+         * runs, or by whole words (the search's shortcuts). */
+        unsigned shape = trial % 4, run = 1;
+        size_t free_count = 0;
+        for (size_t page = 0; page < PCM_SEGMENT_PAGES; page++) {
+            rng = rng * 6364136223846793005u + 1442695040888963407u;
+            unsigned r = (unsigned)(rng >> 33);
+            if (page % run == 0)
+                run = 1 + r % 48;
+            bool is_used = page < s->header_pages ||
+                           (shape == 0 ? r % 2 : shape == 1 ? r % 20 == 0 : shape == 2 ? r % 20 != 0 : page / run % 2);
+            bool is_touched = shape == 3 ? (page / PCM_WORD_BITS + trial) % 3 != 0 : (r >> 8) % 5 < 2;
+            pcm_word_t bit = (pcm_word_t)1 << (page % PCM_WORD_BITS);
+            size_t w = page / PCM_WORD_BITS;
+            s->page_used[w] = is_used ? s->page_used[w] | bit : s->page_used[w] & ~bit;
+            s->page_touched[w] = is_touched ? s->page_touched[w] | bit : s->page_touched[w] & ~bit;
+            free_count += !is_used;
+        }
+        s->free_pages = (uint32_t)free_count;
+        size_t pages = 1 + (size_t)(rng >> 40) % (trial % 5 == 0 ? 300 : 12);
+        bool first_fit = trial % 2;
+        size_t want_first = SIZE_MAX, got_first = SIZE_MAX;
+        size_t want = place_by_pages(s, pages, first_fit, &want_first);
+        size_t got = pcm_segment_place_span(s, pages, first_fit ? 0 : pcm_segment_spare_pages(s), SIZE_MAX,
+                                            &got_first);
+        found += want != SIZE_MAX;
+        if (got != want || (want != SIZE_MAX && got_first != want_first)) {
+            wrong++;
+            PCM_CHECK(0, "trial %u (%zu pages, %s): %zu fresh at page %zu, the rule says %zu at %zu", trial, pages,
+                      first_fit ? "first fit" : "fewest fresh", got, got_first, want, want_first);
+        }
+    }
+    memcpy(s->page_used, used, sizeof used);
+    memcpy(s->page_touched, touched, sizeof touched);
+    s->free_pages = free_pages;
+    PCM_CHECK(found > 1000, "only %u trials had a place: the shapes test too little", found);
 }
