@@ -1,8 +1,8 @@
 /*
  * bench/programs.c - real programs under the allocator: perl, Python,
- * SQLite's shell, gcc and clang++, each on a fixed workload written here, so the
- * report shows what preloading an allocator does for programs people run,
- * beside the synthetic benchmarks.
+ * SQLite's shell, gcc and clang++, each on a fixed workload written here,
+ * so the report shows what preloading an allocator does for programs
+ * people run, beside the synthetic benchmarks.
  *
  *   programs size=N program=perl|python|sqlite|gcc|clang
  * starts the Debian program (it inherits LD_PRELOAD, so the allocator
