@@ -442,10 +442,10 @@ void *pcm_realloc(void *p, size_t size)
          * From 1 KiB on, growth moves it to at least twice its size: a
          * buffer grown a little at a time is then copied O(log n) times
          * with the copies summing to 2n, not once per size class (nine
-         * per doubling from 1 KiB).  Below, classes are 16 bytes apart and a copy is
-         * short, so growth moves it to the class of the new size: rounded
-         * up to twice, the tree's strings were left a quarter empty (peak
-         * RSS 44.5 MB against 40.4 and mimalloc's 40.5). */
+         * per doubling from 1 KiB).  Below, classes are 16 bytes apart and
+         * a copy is short, so growth moves it to the class of the new
+         * size: rounded up to twice, the tree's strings were left a quarter
+         * empty (peak RSS 44.5 MB against 40.4 and mimalloc's 40.5). */
         if (size <= usable) {
             if (size > usable / 2 || pcm_size_class(size) == info.span->class_plus1 - 1u)
                 return p;
