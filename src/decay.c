@@ -14,10 +14,11 @@
 #include "large_cache.h"
 #include "segment.h"
 
-/* Milliseconds of CLOCK_MONOTONIC at the last tick, and at the last call
- * (any slow path's); compared by unsigned difference, so a 32-bit wrap
- * (49 days) is harmless. */
+/* Milliseconds of CLOCK_MONOTONIC at the last tick, at the last tick of
+ * the large cache, and at the last call (any slow path's); compared by
+ * unsigned difference, so a 32-bit wrap (49 days) is harmless. */
 static volatile pcm_word_t last_tick_ms;
+static volatile pcm_word_t last_large_tick_ms;
 static volatile pcm_word_t last_call_ms;
 
 static pcm_word_t now_ms(void)
@@ -32,6 +33,35 @@ bool pcm_decay_drain_caches_locked(struct pcm_heap *h)
     return pcm_fast_path_is_rseq() ? pcm_heap_drain_caches_rseq_locked(h) : pcm_heap_drain_caches_cas_locked(h);
 }
 
+/* Whether a tick of `delay` ms, the last one at *last, is due now, and if
+ * so whether the period before it was quiet; true for the one caller whose
+ * CAS takes the tick (acq_rel: orders the ticks), the others go on. */
+static bool tick_due(volatile pcm_word_t *last_at, pcm_word_t delay, pcm_word_t now, pcm_word_t called,
+                     bool *quiet)
+{
+    *quiet = delay && now - called >= delay;
+    pcm_word_t last = pcm_load_relaxed(last_at);
+    if (now - last < delay && !*quiet)
+        return false;
+    return pcm_cas_acq_rel(last_at, &last, now);
+}
+
+/* The large cache's own tick: a freed mapping no one took again within
+ * its delay, as a loop reusing a buffer would, is given back then; no
+ * later than the pages' (purge_delay). */
+static void large_cache_tick(pcm_word_t now, pcm_word_t called)
+{
+    pcm_word_t delay = pcm_opts.large_cache_delay_ms;
+    if (delay > pcm_opts.purge_delay_ms)
+        delay = pcm_opts.purge_delay_ms;
+    bool quiet;
+    if (!pcm_large_cache_bytes() || !tick_due(&last_large_tick_ms, delay, now, called, &quiet))
+        return;
+    int saved_errno = errno; /* munmap: malloc and free keep it */
+    pcm_large_cache_decay(quiet);
+    errno = saved_errno;
+}
+
 void pcm_decay_maybe(void)
 {
     pcm_word_t now = now_ms();
@@ -41,18 +71,15 @@ void pcm_decay_maybe(void)
     pcm_word_t called = pcm_load_relaxed(&last_call_ms);
     if (called != now)
         pcm_store_relaxed(&last_call_ms, now);
+    large_cache_tick(now, called);
     /* Quiet: no slow path ran for a whole period before this one.  Every
      * change to the spans, the segments' pages and the large cache is made
      * by a slow path that calls this first, so all that is free now has
      * been free for a period at least: it all goes back at this tick, not
      * over the next two (a program that went idle after a phase gets its
      * memory back at its first refill or flush after the delay). */
-    bool quiet = delay && now - called >= delay;
-    pcm_word_t last = pcm_load_relaxed(&last_tick_ms);
-    if (now - last < delay && !quiet)
-        return;
-    /* One thread ticks; the others go on (acq_rel: orders the ticks). */
-    if (!pcm_cas_acq_rel(&last_tick_ms, &last, now))
+    bool quiet;
+    if (!tick_due(&last_tick_ms, delay, now, called, &quiet))
         return;
     int saved_errno = errno; /* madvise, munmap: malloc and free keep it */
     for (unsigned i = 0; i < pcm_heap_count; i++) {
@@ -79,6 +106,5 @@ void pcm_decay_maybe(void)
             pcm_segment_decay(s, quiet);
         pcm_heap_unlock(h);
     }
-    pcm_large_cache_decay(quiet);
     errno = saved_errno;
 }

@@ -3,13 +3,14 @@
  * PCMALLOC_PURGE_DELAY milliseconds, without a background thread: every
  * refill and flush and every large allocation and free call
  * pcm_decay_maybe first, and once per delay one of them runs a tick over
- * every heap whose lock it can take, and over the large cache
- * (large_cache.h).  A page is decommitted at the first tick that finds it
- * free (in no span) and touched, as the tick before did
- * (pcm_segment_decay) - so it stayed free for at least one period, at
- * most two; so is a cached large mapping, and so are the free pages of a
- * span still in use that nothing was cut from or given back to since the
- * tick before.  After a quiet period - no such call for a whole delay -
+ * every heap whose lock it can take; the large cache (large_cache.h) has
+ * a tick of its own, once per PCMALLOC_LARGE_CACHE_DELAY (shorter by
+ * default: a buffer reused in a loop is taken again at once).  A page is
+ * decommitted at the first tick that finds it free (in no span) and
+ * touched, as the tick before did (pcm_segment_decay) - so it stayed free
+ * for at least one period, at most two; so is a cached large mapping (of
+ * its tick's periods), and so are the free pages of a span still in use
+ * that nothing was cut from or given back to since the tick before.  After a quiet period - no such call for a whole delay -
  * all of that goes back at the first call, since nothing can have changed
  * meanwhile.  A heap with no refill and no flush for a whole period has
  * its CPU's caches emptied into their spans first

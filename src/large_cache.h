@@ -5,8 +5,9 @@
  *
  * Bounded in bytes: PCMALLOC_LARGE_CACHE MiB (default 64) in all, a
  * quarter of that for one mapping, and PCM_LARGE_CACHE_SLOTS mappings.
- * Decayed: a mapping no one took for one to two decay periods
- * (PCMALLOC_PURGE_DELAY) is unmapped by the decay tick (decay.c).
+ * Decayed: a mapping no one took for one to two periods of its own
+ * delay (PCMALLOC_LARGE_CACHE_DELAY, or PCMALLOC_PURGE_DELAY if that is
+ * shorter) is unmapped by the large cache's tick (decay.c).
  * malloc_trim(0) unmaps them all at once.
  *
  * Lock-free; the invariants and the ABA argument are in large_cache.c.

@@ -27,6 +27,7 @@ struct pcm_options {
     bool hardened;             /* PCMALLOC_HARDENED: 0/1, asks for the hardened build's checks */
     bool secure;               /* PCMALLOC_SECURE: the same (issue 6's name) */
     unsigned large_cache_mib;  /* PCMALLOC_LARGE_CACHE: MiB of freed large mappings kept */
+    unsigned large_cache_delay_ms; /* PCMALLOC_LARGE_CACHE_DELAY: ms a cached one waits for reuse */
     bool hugepages;            /* PCMALLOC_HUGEPAGES: 0/1, transparent huge pages for segments */
 };
 

@@ -1,8 +1,9 @@
 /*
  * tests/unit/large_cache.c - the cache of freed large mappings
  * (src/large_cache.c): it never holds more than PCMALLOC_LARGE_CACHE,
- * its mappings are unmapped a purge delay after they were last used with
- * no malloc_trim, malloc_trim(0) says 1 when it unmapped some and 0
+ * its mappings are unmapped a delay (the shorter of PCMALLOC_PURGE_DELAY
+ * and PCMALLOC_LARGE_CACHE_DELAY) after they were last used with no
+ * malloc_trim, malloc_trim(0) says 1 when it unmapped some and 0
  * when nothing was left, and a request larger than every cached mapping
  * grows the largest one instead of mapping afresh.
  *
@@ -12,7 +13,7 @@
  * guest keeps unmapped guest pages reserved, and then says so and the
  * counters alone are checked), and the resident set drops by what
  * malloc_trim unmapped.  Options are set in pcm_opts directly, as
- * PCMALLOC_LARGE_CACHE and PCMALLOC_PURGE_DELAY would set them.
+ * PCMALLOC_LARGE_CACHE and the two delays would set them.
  */
 #include "harness.h"
 
@@ -98,12 +99,15 @@ static uint64_t now_ms(void)
 /* Options for one test, and back after it. */
 static struct pcm_options saved_opts;
 
+/* delay_ms: the cache's, so both PCMALLOC_PURGE_DELAY and
+ * PCMALLOC_LARGE_CACHE_DELAY (the shorter of the two decays it). */
 static void set_cache(unsigned mib, unsigned delay_ms)
 {
     pcm_free(pcm_malloc(1)); /* initialised, so pcm_opts is read and final */
     saved_opts = pcm_opts;
     pcm_opts.large_cache_mib = mib;
     pcm_opts.purge_delay_ms = delay_ms;
+    pcm_opts.large_cache_delay_ms = delay_ms;
     pcm_malloc_trim(0);
 }
 
@@ -192,10 +196,16 @@ static char *cache_a_written_mib(void)
     return kept;
 }
 
-PCM_TEST(large_cache_decays_without_malloc_trim)
+/* Frees a written MiB into the cache with PCMALLOC_PURGE_DELAY `purge` and
+ * PCMALLOC_LARGE_CACHE_DELAY `large` ms, and calls malloc and free every
+ * quarter of the shorter until the cache is empty: checks that the mapping
+ * went no sooner than that delay after its free, and within 50 of them. */
+static void check_decay(unsigned purge, unsigned large)
 {
-    const unsigned delay = 50;
+    unsigned delay = purge < large ? purge : large;
     set_cache(64, delay);
+    pcm_opts.purge_delay_ms = purge;
+    pcm_opts.large_cache_delay_ms = large;
     bool kernel = mincore_sees_unmapping();
     uint64_t freed_at = now_ms();
     char *kept = cache_a_written_mib();
@@ -212,20 +222,28 @@ PCM_TEST(large_cache_decays_without_malloc_trim)
         if (pcm_large_cache_bytes() == 0)
             released_at = now_ms();
     }
-    PCM_REQUIRE(released_at, "the cached mapping was still there %d ms after its free", 200 * (int)delay / 4);
-    PCM_CHECK(released_at - freed_at >= delay, "released %llu ms after its free, before the %u ms delay",
-              (unsigned long long)(released_at - freed_at), delay);
+    PCM_REQUIRE(released_at, "purge delay %u, large cache delay %u: the cached mapping was still there %d ms after "
+                "its free", purge, large, 200 * (int)delay / 4);
+    PCM_CHECK(released_at - freed_at >= delay, "purge delay %u, large cache delay %u: released %llu ms after its "
+              "free, before %u ms", purge, large, (unsigned long long)(released_at - freed_at), delay);
     PCM_CHECK(pcm_large_cache_count() == 0, "%u mappings still cached", pcm_large_cache_count());
     PCM_CHECK(!kernel || page_mapped(header_of(kept)) == 0, "the cache is empty but the mapping is still mapped");
-    pcm_test_printf("  purge delay %u ms: the cached mapping was unmapped %llu ms after its free\n", delay,
-                    (unsigned long long)(released_at - freed_at));
+    pcm_test_printf("  purge delay %u ms, large cache delay %u ms: the cached mapping was unmapped %llu ms after "
+                    "its free\n", purge, large, (unsigned long long)(released_at - freed_at));
+    restore_cache();
+}
+
+PCM_TEST(large_cache_decays_without_malloc_trim)
+{
+    const unsigned delay = 50;
+    check_decay(delay, delay);
 
     /* A mapping that is taken and put back again and again stays: between
      * its free and the next malloc less than a delay passes, so at most one
      * tick runs (ticks are a delay apart).  A round whose sleep overran the
      * delay on a busy machine proves nothing and is not judged. */
     const unsigned long_delay = 400;
-    pcm_opts.purge_delay_ms = long_delay;
+    set_cache(64, long_delay);
     char *reused = pcm_malloc(MIB);
     PCM_REQUIRE(reused, "malloc(1 MiB) failed");
     pcm_free(reused);
@@ -247,6 +265,20 @@ PCM_TEST(large_cache_decays_without_malloc_trim)
     }
     PCM_CHECK(judged > 0, "every round overran the %u ms delay", long_delay);
     restore_cache();
+}
+
+/* The large cache has a delay of its own, shorter by default than the
+ * pages' (a buffer reused in a loop is taken again at once, and one that
+ * is not should not stay resident for a second): whichever of the two is
+ * shorter decays it. */
+PCM_TEST(the_large_cache_delay_decays_it_before_the_purge_delay)
+{
+    check_decay(3600000, 50);
+}
+
+PCM_TEST(a_shorter_purge_delay_decays_the_large_cache_too)
+{
+    check_decay(50, 3600000);
 }
 
 /* After a quiet period - no large call, refill or flush for a whole

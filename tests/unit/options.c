@@ -17,7 +17,7 @@
 static const char *const all_options[] = {
     "PCMALLOC_STATS", "PCMALLOC_VERBOSE",      "PCMALLOC_RSEQ",
     "PCMALLOC_CPUS",  "PCMALLOC_PURGE_DELAY",  "PCMALLOC_HARDENED", "PCMALLOC_SECURE",
-    "PCMALLOC_LARGE_CACHE", "PCMALLOC_HUGEPAGES",
+    "PCMALLOC_LARGE_CACHE", "PCMALLOC_LARGE_CACHE_DELAY", "PCMALLOC_HUGEPAGES",
 };
 
 /* The hardened build's hardened options default to 1 (options.c). */
@@ -89,6 +89,7 @@ PCM_TEST(options_defaults)
     PCM_CHECK(o.hardened == (HARDENED_DEFAULT[0] == '1'), "hardened");
     PCM_CHECK(o.secure == (HARDENED_DEFAULT[0] == '1'), "secure");
     PCM_CHECK(o.large_cache_mib == 64, "large cache %u MiB", o.large_cache_mib);
+    PCM_CHECK(o.large_cache_delay_ms == 50, "large cache delay %u", o.large_cache_delay_ms);
     PCM_CHECK(!o.hugepages, "hugepages");
 }
 
@@ -102,6 +103,7 @@ PCM_TEST(options_valid_values)
     setenv("PCMALLOC_PURGE_DELAY", "3600000", 1);
     setenv("PCMALLOC_HARDENED", "1", 1);
     setenv("PCMALLOC_LARGE_CACHE", "4095", 1);
+    setenv("PCMALLOC_LARGE_CACHE_DELAY", "3600000", 1);
     setenv("PCMALLOC_HUGEPAGES", "1", 1);
     struct pcm_options o;
     char err[1024];
@@ -113,6 +115,7 @@ PCM_TEST(options_valid_values)
     PCM_CHECK(o.cpus == 1024, "cpus %u", o.cpus);
     PCM_CHECK(o.purge_delay_ms == 3600000, "purge delay %u", o.purge_delay_ms);
     PCM_CHECK(o.large_cache_mib == 4095, "large cache %u MiB", o.large_cache_mib);
+    PCM_CHECK(o.large_cache_delay_ms == 3600000, "large cache delay %u", o.large_cache_delay_ms);
     PCM_CHECK(o.hugepages, "hugepages");
 
     setenv("PCMALLOC_STATS", "json", 1);
@@ -136,7 +139,7 @@ static bool same_options(const struct pcm_options *a, const struct pcm_options *
     return a->stats == b->stats && a->verbose == b->verbose && a->rseq == b->rseq
            && a->cpus == b->cpus && a->purge_delay_ms == b->purge_delay_ms
            && a->hardened == b->hardened && a->large_cache_mib == b->large_cache_mib
-           && a->hugepages == b->hugepages;
+           && a->large_cache_delay_ms == b->large_cache_delay_ms && a->hugepages == b->hugepages;
 }
 
 /* Set one variable to a bad value; expect its default and exactly one
@@ -203,6 +206,7 @@ PCM_TEST(options_out_of_range_values)
     expect_rejected("PCMALLOC_PURGE_DELAY", "3600001", "3600001", "1000",
                     "out of range 0..3600000");
     expect_rejected("PCMALLOC_LARGE_CACHE", "4096", "4096", "64", "out of range 0..4095");
+    expect_rejected("PCMALLOC_LARGE_CACHE_DELAY", "3600001", "3600001", "50", "out of range 0..3600000");
     /* Would wrap to a small number in 64-bit arithmetic. */
     expect_rejected("PCMALLOC_CPUS", "18446744073709551617", "18446744073709551617", "0",
                     "out of range");
@@ -255,7 +259,7 @@ PCM_TEST(options_format_names_every_option_in_force)
     const char *want = "PCMALLOC_STATS=json PCMALLOC_VERBOSE=0 PCMALLOC_RSEQ=1 PCMALLOC_CPUS=3 "
                        "PCMALLOC_PURGE_DELAY=1000 PCMALLOC_HARDENED=" HARDENED_DEFAULT
                        " PCMALLOC_SECURE=" HARDENED_DEFAULT " PCMALLOC_LARGE_CACHE=64 "
-                       "PCMALLOC_HUGEPAGES=0";
+                       "PCMALLOC_LARGE_CACHE_DELAY=50 PCMALLOC_HUGEPAGES=0";
     PCM_CHECK(strcmp(text, want) == 0, "got \"%s\"", text);
     PCM_CHECK(len == strlen(want), "returned %zu for %zu characters", len, strlen(want));
 
