@@ -30,6 +30,15 @@ static inline void set_bit(pcm_word_t *map, size_t i)
     map[i / PCM_WORD_BITS] |= (pcm_word_t)1 << (i % PCM_WORD_BITS);
 }
 
+/* Any of bits [first, last] set? */
+static bool any_bit(const pcm_word_t *map, size_t first, size_t last)
+{
+    for (size_t i = first; i <= last; i++)
+        if (bit(map, i))
+            return true;
+    return false;
+}
+
 /* Objects [first, last] of span, as far as they were ever carved, all free? */
 static bool all_free(const struct pcm_span *span, const pcm_word_t *free_objects, uint32_t first, uint32_t last)
 {
@@ -73,7 +82,10 @@ size_t pcm_span_trim_free_pages(struct pcm_segment *s, struct pcm_span *span)
     for (void *obj = span->free, *next; obj; obj = next) {
         next = pcm_link_next(obj, *(pcm_word_t *)obj);
         size_t offset = (uintptr_t)obj - span->start;
-        if (bit(gone, offset >> PCM_PAGE_SHIFT) || bit(gone, (offset + size - 1) >> PCM_PAGE_SHIFT))
+        /* Every page it touches: an object above a page can cover one
+         * whole between its first and last, and that page goes when the
+         * object is its only one (its first and last kept by neighbours). */
+        if (any_bit(gone, offset >> PCM_PAGE_SHIFT, (offset + size - 1) >> PCM_PAGE_SHIFT))
             continue;
         *tail = tail == &head ? (pcm_word_t)obj : pcm_link_encode(tail, (pcm_word_t)obj);
         tail = obj;
