@@ -10,13 +10,14 @@
  * touched, as the tick before did (pcm_segment_decay) - so it stayed free
  * for at least one period, at most two; so is a cached large mapping (of
  * its tick's periods), and so are the free pages of a span still in use
- * that nothing was cut from or given back to since the tick before.  After a quiet period - no such call for a whole delay -
- * all of that goes back at the first call, since nothing can have changed
- * meanwhile.  A heap with no refill and no flush for a whole period has
- * its CPU's caches emptied into their spans first
- * (pcm_decay_drain_caches_locked), so a CPU no thread uses any more does
- * not keep their spans.  A program that stops calling malloc and free
- * keeps its pages until malloc_trim(0) or its next slow path.
+ * that nothing was cut from or given back to since the tick before.
+ * After a quiet period - no such call for a whole delay - all of that goes
+ * back at the first call, since nothing can have changed meanwhile.  A
+ * heap with no refill and no flush for a whole period has its CPU's
+ * caches emptied into their spans first (pcm_decay_drain_caches_locked),
+ * so a CPU no thread uses any more does not keep their spans.  A program
+ * that stops calling malloc and free keeps its pages until malloc_trim(0)
+ * or its next slow path.
  */
 #ifndef PCM_DECAY_H
 #define PCM_DECAY_H
