@@ -145,6 +145,14 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     return s;
 }
 
+/* The bits of pages [first, last] that lie in word w of a page bitmap. */
+static pcm_word_t word_mask(size_t w, size_t first, size_t last)
+{
+    size_t lo = w == first / PCM_WORD_BITS ? first % PCM_WORD_BITS : 0;
+    size_t hi = w == last / PCM_WORD_BITS ? last % PCM_WORD_BITS + 1 : PCM_WORD_BITS;
+    return hi - lo == PCM_WORD_BITS ? ~(pcm_word_t)0 : (((pcm_word_t)1 << (hi - lo)) - 1) << lo;
+}
+
 static bool page_is_touched(const struct pcm_segment *s, size_t page)
 {
     return (s->page_touched[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
@@ -180,14 +188,8 @@ static size_t next_page(const pcm_word_t *map, size_t page, size_t end, bool set
 static size_t touched_pages(const struct pcm_segment *s, size_t from, size_t to)
 {
     size_t count = 0;
-    while (from < to) {
-        size_t base = from - from % PCM_WORD_BITS, stop = to - base < PCM_WORD_BITS ? to - base : PCM_WORD_BITS;
-        pcm_word_t mask = ~(pcm_word_t)0 << (from % PCM_WORD_BITS);
-        if (stop < PCM_WORD_BITS)
-            mask &= ((pcm_word_t)1 << stop) - 1;
-        count += (size_t)__builtin_popcountl((unsigned long)(s->page_touched[from / PCM_WORD_BITS] & mask));
-        from = base + stop;
-    }
+    for (size_t w = from / PCM_WORD_BITS; from < to && w <= (to - 1) / PCM_WORD_BITS; w++)
+        count += (size_t)__builtin_popcountl((unsigned long)(s->page_touched[w] & word_mask(w, from, to - 1)));
     return count;
 }
 
@@ -281,10 +283,7 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
      * runs for every span cut. */
     size_t fresh = 0;
     for (size_t w = first / PCM_WORD_BITS; w <= last / PCM_WORD_BITS; w++) {
-        size_t lo = w == first / PCM_WORD_BITS ? first % PCM_WORD_BITS : 0;
-        size_t hi = w == last / PCM_WORD_BITS ? last % PCM_WORD_BITS + 1 : PCM_WORD_BITS;
-        pcm_word_t mask = hi - lo == PCM_WORD_BITS ? ~(pcm_word_t)0 : (((pcm_word_t)1 << (hi - lo)) - 1) << lo;
-        pcm_word_t new_bits = mask & ~s->page_touched[w];
+        pcm_word_t new_bits = word_mask(w, first, last) & ~s->page_touched[w];
         s->page_touched[w] |= new_bits;
         for (; new_bits; new_bits &= new_bits - 1)
             fresh++;
