@@ -198,6 +198,26 @@ static inline double bench_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Time by phase, summed over rounds, for a program's measures: line (the
+ * tree's and the list's build, walk and free). */
+struct bench_phases {
+    double began;    /* when the phase now running began */
+    double spent[4]; /* seconds, by phase */
+};
+
+static inline void bench_phase_begin(struct bench_phases *phases)
+{
+    phases->began = bench_now();
+}
+
+/* Phase `which` ends now, and the next begins. */
+static inline void bench_phase_end(struct bench_phases *phases, int which)
+{
+    double now = bench_now();
+    phases->spent[which] += now - phases->began;
+    phases->began = now;
+}
+
 /* ---- threads ------------------------------------------------------------ */
 
 /* Starts count threads running body(index, context), releases them together

@@ -32,10 +32,10 @@ int main(int argc, char **argv)
         bench_fail("nodes and rounds must be positive");
 
     uint64_t checksum = 0;
-    double build = 0, walked = 0, freed = 0;
+    struct bench_phases phases = {0};
     double begin = bench_now();
     for (long round = 0; round < rounds; round++) {
-        double round_began = bench_now();
+        bench_phase_begin(&phases);
         /* Appending at the tail keeps list order = allocation order, the
          * order a pool would lay the nodes out in. */
         struct node *head = NULL, **tail = &head;
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
             *tail = n;
             tail = &n->next;
         }
-        double built = bench_now();
+        bench_phase_end(&phases, 0);
         long seen = 0;
         for (struct node *n = head; n; n = n->next, seen++) {
             if (n->index != (uint64_t)seen || n->check != bench_mix(n->index))
@@ -56,19 +56,16 @@ int main(int argc, char **argv)
         }
         if (seen != nodes)
             bench_fail("round %ld: walked %ld nodes of %ld", round, seen, nodes);
-        double walk_ended = bench_now();
+        bench_phase_end(&phases, 1);
         while (head) {
             struct node *next = head->next;
             free(head);
             head = next;
         }
-        double round_ended = bench_now();
-        build += built - round_began;
-        walked += walk_ended - built;
-        freed += round_ended - walk_ended;
+        bench_phase_end(&phases, 2);
     }
     double seconds = bench_now() - begin;
-    printf("measures: build_s=%.4f walk_s=%.4f free_s=%.4f\n", build, walked, freed);
+    printf("measures: build_s=%.4f walk_s=%.4f free_s=%.4f\n", phases.spent[0], phases.spent[1], phases.spent[2]);
     bench_report_time(seconds, checksum);
     return 0;
 }

@@ -121,10 +121,10 @@ int main(int argc, char **argv)
     }
 
     uint64_t checksum = 0;
-    double build = 0, walked = 0, destroyed = 0;
+    struct bench_phases phases = {0};
     double begin = bench_now();
     for (long round = 0; round < rounds; round++) {
-        double round_began = bench_now();
+        bench_phase_begin(&phases);
         bench_rng rng = bench_seed((uint64_t)round);
         size_t table_size = (size_t)nodes * sizeof(struct node *);
         struct node **made = bench_check_alloc(malloc(table_size), table_size);
@@ -135,18 +135,16 @@ int main(int argc, char **argv)
             made[i] = make_node(&rng, (uint64_t)i);
             add_child(parent, made[i]);
         }
-        double built = bench_now();
+        bench_phase_end(&phases, 0);
         checksum += walk(made[0]);
-        double walk_ended = bench_now();
+        bench_phase_end(&phases, 1);
         destroy(made[0]);
         free(made);
-        double round_ended = bench_now();
-        build += built - round_began;
-        walked += walk_ended - built;
-        destroyed += round_ended - walk_ended;
+        bench_phase_end(&phases, 2);
     }
     double seconds = bench_now() - begin;
-    printf("measures: build_s=%.4f walk_s=%.4f destroy_s=%.4f\n", build, walked, destroyed);
+    printf("measures: build_s=%.4f walk_s=%.4f destroy_s=%.4f\n", phases.spent[0], phases.spent[1],
+           phases.spent[2]);
     bench_report_time(seconds, checksum);
     return 0;
 }
