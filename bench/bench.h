@@ -202,7 +202,7 @@ static inline double bench_now(void)
  * tree's and the list's build, walk and free). */
 struct bench_phases {
     double began;    /* when the phase now running began */
-    double spent[4]; /* seconds, by phase */
+    double spent[3]; /* seconds, by phase: build, walk, free */
 };
 
 static inline void bench_phase_begin(struct bench_phases *phases)

@@ -17,10 +17,10 @@
  *
  * the same time by phase, summed over the rounds: the build (every malloc
  * and realloc), the walk (no call to the allocator: it reads what the build
- * wrote) and the destroy (every free, mostly of names and texts the walk
- * left cold).  Phase times show where an allocator's time goes: its own
- * layout shows in the walk, and the cost of freeing objects that are not in
- * cache in the destroy.
+ * wrote) and the destroy (every free, mostly of names and texts that are no
+ * longer in cache by then).  Phase times show where an allocator's time
+ * goes: its own layout shows in the walk, and the cost of freeing objects
+ * that are not in cache in the destroy.
  */
 #include "bench.h"
 
