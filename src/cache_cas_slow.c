@@ -39,6 +39,12 @@ void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
     pcm_heap_drain_remote_locked(locked, true);
     /* Another thread may have refilled the cache while we waited. */
     void *obj = pcm_cache_pop(&locked->bins[cls].cache);
+    if (!obj && cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(locked, cls)) {
+        /* The other big classes' cached objects home first: the span cut
+         * next can go over their pages (heap.h). */
+        for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
+            pcm_heap_return_chain_locked(locked, pcm_cache_take_all(&locked->bins[c].cache));
+    }
     if (!obj)
         obj = refill_locked(locked, cls);
     pcm_heap_unlock(locked);

@@ -151,6 +151,29 @@ static void *take_one_locked(struct pcm_heap *locked, unsigned cls)
     return pcm_heap_cut_locked(locked, cls, 1, false, &first, &last) ? first : NULL;
 }
 
+/* All of the list at slot0 (a cache's or an outgoing list's) of h's CPU,
+ * if the thread runs there; else NULL. */
+static void *take_all_on(struct pcm_heap *h, pcm_word_t *slot0)
+{
+    for (;;) {
+        void *chain = pcm_arch_rseq_take_all(slot0, pcm_cpu_rseq_offset, pcm_heap_index(h));
+        if (chain != PCM_RSEQ_ABORTED)
+            return chain;
+        pcm_rseq_count_abort();
+    }
+}
+
+/* Before a refill of big class cls cuts a span on h's CPU (lock held;
+ * pcm_heap_big_idle_over): the other big classes' cached objects go home,
+ * their one-object spans back to the segment, so the new span can go over
+ * their pages. */
+static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
+{
+    for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
+        if (c != cls)
+            pcm_heap_return_chain_locked(h, take_all_on(h, pcm_rseq_slot0(c)));
+}
+
 static void *refill(struct pcm_heap *h, unsigned cls)
 {
     struct pcm_heap *locked = pcm_heap_lock_any(h);
@@ -171,6 +194,8 @@ static void *refill(struct pcm_heap *h, unsigned cls)
         cache_chain_locked(h, cls, *(void **)obj, count - 1);
     } else {
         void *last;
+        if (cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(h, cls))
+            return_other_big_locked(h, cls);
         count = pcm_heap_cut_locked(h, cls, pcm_heap_batch(h, cls), true, &obj, &last);
         pcm_heap_refilled_locked(h, cls);
         if (count) {
@@ -216,18 +241,6 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
     /* A live object never carries the free mark (free_mark.h). */
     pcm_free_mark_clear(obj);
     return obj;
-}
-
-/* All of the list at slot0 (a cache's or an outgoing list's) of h's CPU,
- * if the thread runs there; else NULL. */
-static void *take_all_on(struct pcm_heap *h, pcm_word_t *slot0)
-{
-    for (;;) {
-        void *chain = pcm_arch_rseq_take_all(slot0, pcm_cpu_rseq_offset, pcm_heap_index(h));
-        if (chain != PCM_RSEQ_ABORTED)
-            return chain;
-        pcm_rseq_count_abort();
-    }
 }
 
 /* Every object of chain (an outgoing list's: marked free, of one class,

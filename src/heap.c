@@ -33,7 +33,8 @@ static volatile pcm_word_t prepare_lock;
 /* A cache holds up to 64 KiB of one class (at most 1024 objects), or one
  * object of a class above 64 KiB: a CPU's caches hold at most 7 MiB, where
  * a floor of 4 objects let the classes of 16..256 KiB alone hold 9 MiB
- * more (tests/unit/cache_limit.c).  It starts at 8 KiB's worth (heap.h:
+ * more (tests/unit/cache_limit.c).  And a refill of a class above 64 KiB
+ * may empty the others' caches (heap.h: pcm_heap_big_idle_over).  It starts at 8 KiB's worth (heap.h:
  * pcm_heap_flushed_locked); a refill or a flush moves half its limit, at
  * most 64 objects, at least one. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
@@ -215,6 +216,15 @@ unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
     return batch > BATCH_MAX ? BATCH_MAX : batch ? batch : 1;
 }
 
+bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls)
+{
+    size_t idle = pcm_class_size(cls);
+    for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
+        if (pcm_load_relaxed(&h->bins[c].cache.half.ptr)) /* (a hint: another CPU's thread may change it) */
+            idle += pcm_class_size(c);
+    return idle > PCM_BIG_IDLE_BYTES;
+}
+
 /* ---- the partial list of a bin (lock held) ---- */
 
 static void list_add(struct pcm_bin *bin, struct pcm_span *span)
@@ -335,8 +345,9 @@ static inline __attribute__((always_inline)) void span_returned_locked(struct pc
         list_add(bin, span);
     /* Every object is home: give the pages back to the segment, unless
      * this is the bin's only span (keeps a malloc/free loop from cutting
-     * and releasing a span each time). */
-    if (span->used == 0 && (bin->partial != span || span->next)) {
+     * and releasing a span each time: the cache keeps a big class's one
+     * object instead, sizeclass.c). */
+    if (span->used == 0 && (cls >= PCM_CLASS_BIG_FIRST || bin->partial != span || span->next)) {
         list_remove(bin, span);
         span_released_locked(h, s, span);
     }

@@ -10,26 +10,32 @@
  * and from 1 KiB 9: one just above the power of two).
  *
  * Span of a class of `size` bytes (4 KiB pages):
- *   objects = min(8, max(1, 1 MiB / size))    -- 8 up to 128 KiB, 4..7 above
+ *   objects = 8 up to 64 KiB, 1 above (the big classes)
  *   pages   = ceil(max(16 KiB, objects * size) / 4 KiB), then one more page
  *             at a time while the tail (pages * 4 KiB mod size) exceeds
  *             1/16 of the span.
  * Why:
- *   - >= 8 objects: one span refill serves several allocations, and a
- *     tail is always smaller than one object, so with 8 or more objects it
- *     is below 1/8 of the span before the tail rule even applies;
+ *   - 8 objects: one span refill serves several allocations, and a
+ *     tail is always smaller than one object, so it is below 1/8 of the
+ *     span before the tail rule even applies;
  *   - >= 16 KiB: tiny classes get hundreds of objects (1024 of 16 B) per
  *     refill, and the span metadata is amortised over them;
- *   - <= 1 MiB (the cap): 8 objects of 256 KiB would make 2 MiB spans that
- *     pin large parts of a segment for one busy object; above 128 KiB a
- *     span holds as many whole objects as fit in 1 MiB (4 of 256 KiB).
- *     Those classes are multiples of 16 KiB, so their tail is zero;
+ *   - one object above 64 KiB: such a span goes back to its segment as
+ *     soon as its object does (heap.c: span_returned_locked), and a refill
+ *     of a big class that would leave more than 256 KiB of big objects
+ *     cached sends the others home first (heap.h: pcm_heap_big_idle_over).
+ *     So the pages of a freed big object serve the next span of any class.
+ *     With 8-object spans (4 to 7 above 128 KiB) and an object cached in
+ *     each class, a program of assorted buffers kept an idle one of each of
+ *     the 18 classes on every CPU (mixed sizes, medians of 9: peak RSS 41.9
+ *     MB at one thread, 39.8 now; 67.0 and 61.5 MB at two).  These classes
+ *     are multiples of 4 KiB, so their spans have no tail;
  *   - tail <= 1/16 (6.25%), half the 12.5% rounding bound: for requests
  *     above 128 bytes at least 15/16 * 8/9 = 83% of a span's bytes then
  *     hold requested bytes, and the rule costs little: it grows only four
  *     spans (of 1664, 2304, 2816 and 3328-byte objects) by one or two pages.
- * The largest span is 256 pages (1 MiB); every span is a whole number of
- * 4 KiB pages, at least 4.
+ * The largest span is 128 pages (512 KiB: 8 objects of 64 KiB); every span
+ * is a whole number of 4 KiB pages, at least 4.
  * The entries below are the output of a throw-away script applying these
  * rules; tests/unit/sizeclass.c applies them again and compares.
  */
@@ -68,11 +74,11 @@ const struct pcm_size_class pcm_size_classes[PCM_CLASS_COUNT] = {
     {34816, 68, 8}, {36864, 72, 8}, {40960, 80, 8}, {45056, 88, 8}, {49152, 96, 8}, {53248, 104, 8},
     {57344, 112, 8}, {61440, 120, 8}, {65536, 128, 8},
     /* (65536, 131072]: 69632 (a power of two and a little), then steps of 8192 */
-    {69632, 136, 8}, {73728, 144, 8}, {81920, 160, 8}, {90112, 176, 8}, {98304, 192, 8},
-    {106496, 208, 8}, {114688, 224, 8}, {122880, 240, 8}, {131072, 256, 8},
+    {69632, 17, 1}, {73728, 18, 1}, {81920, 20, 1}, {90112, 22, 1}, {98304, 24, 1},
+    {106496, 26, 1}, {114688, 28, 1}, {122880, 30, 1}, {131072, 32, 1},
     /* (131072, 262144]: 139264 (a power of two and a little), then steps of 16384 */
-    {139264, 238, 7}, {147456, 252, 7}, {163840, 240, 6}, {180224, 220, 5}, {196608, 240, 5},
-    {212992, 208, 4}, {229376, 224, 4}, {245760, 240, 4}, {262144, 256, 4},
+    {139264, 34, 1}, {147456, 36, 1}, {163840, 40, 1}, {180224, 44, 1}, {196608, 48, 1},
+    {212992, 52, 1}, {229376, 56, 1}, {245760, 60, 1}, {262144, 64, 1},
 };
 
 /* The class of each 16-byte step of requests up to PCM_CLASS_TABLE_MAX:

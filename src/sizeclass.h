@@ -44,9 +44,13 @@
 #define PCM_SPAN_PAGE_BYTES 4096u
 /* A span is at least this large... */
 #define PCM_SPAN_MIN_BYTES (16u * 1024)
-/* ...holds at least this many objects, unless that exceeds the next... */
+/* ...holds PCM_SPAN_MIN_OBJECTS objects of a class up to
+ * PCM_SPAN_SINGLE_ABOVE bytes and one of a bigger class (the big classes,
+ * from PCM_CLASS_BIG_FIRST on; sizeclass.c says why), so it is never above
+ * the cap... */
 #define PCM_SPAN_MIN_OBJECTS 8u
-/* ...size, where it holds as many whole objects as fit in it instead... */
+#define PCM_SPAN_SINGLE_ABOVE (64u * 1024)
+#define PCM_CLASS_BIG_FIRST 86u
 #define PCM_SPAN_CAP_BYTES (1024u * 1024)
 /* ...and its unused tail (span bytes mod object size) is at most
  * span bytes / PCM_SPAN_TAIL_DIVISOR (6.25%). */
@@ -103,7 +107,7 @@ static inline size_t pcm_class_span_pages(unsigned cls)
     return pcm_size_classes[cls].span_pages;
 }
 
-/* Objects in a span of class cls (>= 4, >= 8 up to 128 KiB). */
+/* Objects in a span of class cls (8 up to 64 KiB, 1 above). */
 static inline unsigned pcm_class_span_objects(unsigned cls)
 {
     return pcm_size_classes[cls].span_objects;

@@ -4,7 +4,9 @@
  * program's batches go out and come back in more than it holds, until a
  * batch fits and rounds of malloc and free no longer flush; and falls back
  * to its start when objects only come back; and it never holds more than
- * 64 KiB of a class, or one object of a bigger one.  The thread is pinned,
+ * 64 KiB of a class, or one object of a bigger one; and a refill of a big
+ * class sends the other big classes' objects home, so their pages serve
+ * it.  The thread is pinned,
  * so one heap's cache serves it throughout; both paths run it (the suite
  * runs with rseq on and off).
  */
@@ -16,6 +18,7 @@
 #include "heap.h"
 #include "percpu_cache.h"
 #include "sizeclass.h"
+#include "stats.h"
 
 #include <sched.h>
 #include <string.h>
@@ -161,6 +164,55 @@ PCM_TEST(cache_holds_at_most_64_kib_of_a_class_or_one_bigger_object)
         pcm_word_t depth = pcm_cache_depth_of(pcm_load_relaxed(&bin->cache.half.ptr));
         PCM_CHECK(depth <= 1, "%s path, round %u: %lu objects of %u bytes cached after %u freed", pcm_fast_path_name(),
                   round, (unsigned long)depth, BIG_SIZE, BIG_COUNT);
+    }
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* Objects of the big classes (one to a span, sizeclass.c), one at a time
+ * in increasing size, each written whole and freed: the objects cached
+ * idle never come to more than PCM_BIG_IDLE_BYTES, because a refill that
+ * would pass it sends the others home, and the next spans go over their
+ * pages.  So a pass over all 18 classes commits little more than that
+ * budget, where a cached object in each class held 2.5 MiB. */
+#define PASS_COMMITS_MOST (PCM_BIG_IDLE_BYTES + 2u * PCM_SMALL_MAX)
+
+static size_t big_cached_bytes(const struct pcm_heap *h)
+{
+    size_t bytes = 0;
+    for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
+        bytes += pcm_cache_depth_of(pcm_load_relaxed(&h->bins[c].cache.half.ptr)) * pcm_class_size(c);
+    return bytes;
+}
+
+PCM_TEST(big_class_refill_sends_the_other_big_objects_home)
+{
+    pcm_free(pcm_malloc(1));
+    cpu_set_t saved;
+    if (!pin_to_first_cpu(&saved))
+        return;
+    struct pcm_heap *h = pcm_heap_current();
+    for (unsigned pass = 0; pass < 3; pass++) {
+        struct pcm_stats_totals before, after;
+        pcm_stats_totals_read(&before);
+        size_t most_cached = 0;
+        for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++) {
+            size_t size = pcm_class_size(c);
+            unsigned char *p = pcm_malloc(size);
+            PCM_REQUIRE(p, "out of memory at %zu bytes", size);
+            memset(p, (int)c, size);
+            PCM_REQUIRE(p[0] == c && p[size / 2] == c && p[size - 1] == c, "object of %zu bytes (%p) overwritten",
+                        size, (void *)p);
+            pcm_free(p);
+            size_t cached = big_cached_bytes(h);
+            most_cached = cached > most_cached ? cached : most_cached;
+            PCM_CHECK(cached <= PCM_BIG_IDLE_BYTES, "%s path: %zu KiB of big objects cached after a free of %zu",
+                      pcm_fast_path_name(), cached / 1024, size);
+        }
+        pcm_stats_totals_read(&after);
+        size_t grew = after.committed_bytes - before.committed_bytes;
+        pcm_test_printf("  %s path, pass %u over the big classes: %zu KiB committed, at most %zu KiB cached\n",
+                        pcm_fast_path_name(), pass, grew / 1024, most_cached / 1024);
+        PCM_CHECK(grew <= PASS_COMMITS_MOST, "pass %u over the big classes committed %zu KiB", pass, grew / 1024);
     }
     sched_setaffinity(0, sizeof saved, &saved);
 }

@@ -29,11 +29,7 @@ static size_t derived_class_size(unsigned cls)
 /* The span rule of sizeclass.c, applied afresh. */
 static size_t derived_span_pages(size_t size)
 {
-    size_t objects = PCM_SPAN_CAP_BYTES / size;
-    if (objects > PCM_SPAN_MIN_OBJECTS)
-        objects = PCM_SPAN_MIN_OBJECTS;
-    if (objects < 1)
-        objects = 1;
+    size_t objects = size > PCM_SPAN_SINGLE_ABOVE ? 1 : PCM_SPAN_MIN_OBJECTS;
     size_t want = objects * size;
     if (want < PCM_SPAN_MIN_BYTES)
         want = PCM_SPAN_MIN_BYTES;
@@ -136,8 +132,10 @@ PCM_TEST(sizeclass_spans)
         PCM_CHECK(objects == bytes / size, "class %u: %u objects, %zu fit", c, objects,
                   bytes / size);
         PCM_CHECK(objects >= 1, "class %u: no object fits", c);
-        PCM_CHECK(objects >= (size <= PCM_SPAN_CAP_BYTES / PCM_SPAN_MIN_OBJECTS ? 8u : 4u),
-                  "class %u (%zu): only %u objects", c, size, objects);
+        PCM_CHECK(size <= PCM_SPAN_SINGLE_ABOVE ? objects >= PCM_SPAN_MIN_OBJECTS : objects == 1,
+                  "class %u (%zu): %u objects", c, size, objects);
+        PCM_CHECK((c >= PCM_CLASS_BIG_FIRST) == (size > PCM_SPAN_SINGLE_ABOVE), "class %u (%zu): big from %u", c,
+                  size, PCM_CLASS_BIG_FIRST);
         PCM_CHECK(bytes >= PCM_SPAN_MIN_BYTES, "class %u: span of %zu bytes", c, bytes);
         PCM_CHECK(bytes <= PCM_SPAN_CAP_BYTES, "class %u: span of %zu bytes", c, bytes);
         size_t tail = bytes - (size_t)objects * size;
