@@ -33,10 +33,10 @@ static volatile pcm_word_t prepare_lock;
 /* A cache holds up to 64 KiB of one class (at most 1024 objects), or one
  * object of a class above 64 KiB: a CPU's caches hold at most 7 MiB, where
  * a floor of 4 objects let the classes of 16..256 KiB alone hold 9 MiB
- * more (tests/unit/cache_limit.c).  And a refill of a class above 64 KiB
- * may empty the others' caches (heap.h: pcm_heap_big_idle_over).  It starts at 8 KiB's worth (heap.h:
- * pcm_heap_flushed_locked); a refill or a flush moves half its limit, at
- * most 64 objects, at least one. */
+ * more (tests/unit/cache_limit.c); a refill of a class above 64 KiB may
+ * empty the others' caches (heap.h: pcm_heap_big_idle_over).  It starts
+ * at 8 KiB's worth (heap.h: pcm_heap_flushed_locked); a refill or a flush
+ * moves half its limit, at most 64 objects, at least one. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 #define CACHE_BYTES (64u * 1024)
 #define CACHE_START_BYTES (8u * 1024)

@@ -107,7 +107,7 @@ static inline size_t pcm_class_span_pages(unsigned cls)
     return pcm_size_classes[cls].span_pages;
 }
 
-/* Objects in a span of class cls (8 up to 64 KiB, 1 above). */
+/* Objects in a span of class cls (>= 8 up to 64 KiB, 1 above). */
 static inline unsigned pcm_class_span_objects(unsigned cls)
 {
     return pcm_size_classes[cls].span_objects;
