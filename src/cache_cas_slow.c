@@ -39,11 +39,17 @@ void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
     pcm_heap_drain_remote_locked(locked, true);
     /* Another thread may have refilled the cache while we waited. */
     void *obj = pcm_cache_pop(&locked->bins[cls].cache);
+    /* A big class: a cached object of a class up to twice as big will do
+     * (heap.h: pcm_heap_big_idle_over). */
+    for (unsigned c = cls + 1; !obj && cls >= PCM_CLASS_BIG_FIRST && c < PCM_CLASS_COUNT &&
+                               pcm_class_size(c) <= 2 * pcm_class_size(cls); c++)
+        obj = pcm_cache_pop(&locked->bins[c].cache);
     if (!obj && cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(locked, cls)) {
         /* The other big classes' cached objects home first: the span cut
          * next can go over their pages (heap.h). */
         for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-            pcm_heap_return_chain_locked(locked, pcm_cache_take_all(&locked->bins[c].cache));
+            if (pcm_load_relaxed(&locked->bins[c].cache.half.ptr)) /* (the empty ones cost a load) */
+                pcm_heap_return_chain_locked(locked, pcm_cache_take_all(&locked->bins[c].cache));
     }
     if (!obj)
         obj = refill_locked(locked, cls);

@@ -170,8 +170,27 @@ static void *take_all_on(struct pcm_heap *h, pcm_word_t *slot0)
 static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
 {
     for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-        if (c != cls)
+        if (c != cls && pcm_load_relaxed(&h->bins[c].cache.half.ptr)) /* (the empty ones cost a load) */
             pcm_heap_return_chain_locked(h, take_all_on(h, pcm_rseq_slot0(c)));
+}
+
+/* A big object of a class above cls, up to twice its size, cached on h's
+ * CPU (lock held): handed out for cls, where cutting a span beside it
+ * would commit more pages (heap.h: pcm_heap_big_idle_over).  The rest of
+ * that cache goes back.  NULL if there is none. */
+static void *take_bigger_locked(struct pcm_heap *h, unsigned cls)
+{
+    size_t most = 2 * pcm_class_size(cls);
+    for (unsigned c = cls + 1; c < PCM_CLASS_COUNT && pcm_class_size(c) <= most; c++) {
+        if (!pcm_load_relaxed(&h->bins[c].cache.half.ptr))
+            continue;
+        void *chain = take_all_on(h, pcm_rseq_slot0(c));
+        if (chain) {
+            pcm_heap_return_chain_locked(h, *(void **)chain);
+            return chain;
+        }
+    }
+    return NULL;
 }
 
 static void *refill(struct pcm_heap *h, unsigned cls)
@@ -192,6 +211,8 @@ static void *refill(struct pcm_heap *h, unsigned cls)
          * out), not through their spans. */
         pcm_heap_refilled_locked(h, cls);
         cache_chain_locked(h, cls, *(void **)obj, count - 1);
+    } else if (cls >= PCM_CLASS_BIG_FIRST && (obj = take_bigger_locked(h, cls)) != NULL) {
+        /* (one object, no caching: as a refill of a big class would cut) */
     } else {
         void *last;
         if (cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(h, cls))

@@ -28,7 +28,7 @@
  *     With 8-object spans (4 to 7 above 128 KiB) and an object cached in
  *     each class, a program of assorted buffers kept an idle one of each of
  *     the 18 classes on every CPU (mixed sizes, medians of 9: peak RSS 41.9
- *     MB at one thread, 39.8 now; 67.0 and 61.5 MB at two).  These classes
+ *     MB at one thread, 39.7 now; 67.7 and 64.8 MB at two).  These classes
  *     are multiples of 4 KiB, so their spans have no tail;
  *   - tail <= 1/16 (6.25%), half the 12.5% rounding bound: for requests
  *     above 128 bytes at least 15/16 * 8/9 = 83% of a span's bytes then
