@@ -216,3 +216,43 @@ PCM_TEST(big_class_refill_sends_the_other_big_objects_home)
     }
     sched_setaffinity(0, sizeof saved, &saved);
 }
+
+/* A malloc of a big class whose cache is empty takes a cached object of a
+ * class up to twice as big (heap.h), not a new span beside it: buffers of
+ * 100 and 200 KiB that take turns share one object. */
+#define TURN_SMALL (100u * 1024)
+#define TURN_BIG (200u * 1024)
+
+PCM_TEST(big_class_refill_takes_a_cached_bigger_object)
+{
+    pcm_free(pcm_malloc(1));
+    cpu_set_t saved;
+    if (!pin_to_first_cpu(&saved))
+        return;
+    struct pcm_heap *h = pcm_heap_current();
+    unsigned small_cls = pcm_size_class(TURN_SMALL);
+    size_t big_size = pcm_class_size(pcm_size_class(TURN_BIG));
+    PCM_REQUIRE(small_cls >= PCM_CLASS_BIG_FIRST && big_size <= 2 * pcm_class_size(small_cls),
+                "%u and %u bytes: not big classes a factor of 2 apart", TURN_SMALL, TURN_BIG);
+    /* The small turn's class cached nothing to begin with (an earlier test
+     * may have left an object there): held until the end. */
+    void *held = pcm_load_relaxed(&h->bins[small_cls].cache.half.ptr) ? pcm_malloc(TURN_SMALL) : NULL;
+    PCM_REQUIRE(!pcm_load_relaxed(&h->bins[small_cls].cache.half.ptr), "the %u-byte cache holds more than one object",
+                TURN_SMALL);
+    for (unsigned turn = 0; turn < 4; turn++) {
+        unsigned char *big = pcm_malloc(TURN_BIG);
+        PCM_REQUIRE(big, "out of memory");
+        memset(big, 0xB1, TURN_BIG);
+        pcm_free(big);
+        unsigned char *small = pcm_malloc(TURN_SMALL);
+        PCM_REQUIRE(small, "out of memory");
+        PCM_CHECK(small == big, "%s path, turn %u: %u bytes at %p, where the cached %u-byte object is at %p",
+                  pcm_fast_path_name(), turn, TURN_SMALL, (void *)small, TURN_BIG, (void *)big);
+        PCM_CHECK(pcm_malloc_usable_size(small) >= TURN_BIG, "usable %zu", pcm_malloc_usable_size(small));
+        memset(small, 0x5A, TURN_SMALL);
+        PCM_REQUIRE(small[0] == 0x5A && small[TURN_SMALL - 1] == 0x5A, "object %p overwritten", (void *)small);
+        pcm_free(small);
+    }
+    pcm_free(held);
+    sched_setaffinity(0, sizeof saved, &saved);
+}
