@@ -41,14 +41,14 @@ void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
     void *obj = pcm_cache_pop(&locked->bins[cls].cache);
     /* A big class: a cached object of a class up to twice as big will do
      * (heap.h: pcm_heap_big_idle_over). */
-    for (unsigned c = cls + 1; !obj && cls >= PCM_CLASS_BIG_FIRST && c < PCM_CLASS_COUNT &&
-                               pcm_class_size(c) <= 2 * pcm_class_size(cls); c++)
-        obj = pcm_cache_pop(&locked->bins[c].cache);
+    if (!obj && cls >= PCM_CLASS_BIG_FIRST)
+        for (unsigned c = cls + 1, end = pcm_big_stand_ins_end(cls); !obj && c < end; c++)
+            obj = pcm_cache_pop(&locked->bins[c].cache);
     if (!obj && cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(locked, cls)) {
         /* The other big classes' cached objects home first: the span cut
          * next can go over their pages (heap.h). */
         for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-            if (pcm_load_relaxed(&locked->bins[c].cache.half.ptr)) /* (the empty ones cost a load) */
+            if (pcm_bin_listed_hint(&locked->bins[c]))
                 pcm_heap_return_chain_locked(locked, pcm_cache_take_all(&locked->bins[c].cache));
     }
     if (!obj)

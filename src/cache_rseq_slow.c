@@ -170,7 +170,7 @@ static void *take_all_on(struct pcm_heap *h, pcm_word_t *slot0)
 static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
 {
     for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-        if (c != cls && pcm_load_relaxed(&h->bins[c].cache.half.ptr)) /* (the empty ones cost a load) */
+        if (c != cls && pcm_bin_listed_hint(&h->bins[c]))
             pcm_heap_return_chain_locked(h, take_all_on(h, pcm_rseq_slot0(c)));
 }
 
@@ -180,9 +180,8 @@ static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
  * that cache goes back.  NULL if there is none. */
 static void *take_bigger_locked(struct pcm_heap *h, unsigned cls)
 {
-    size_t most = 2 * pcm_class_size(cls);
-    for (unsigned c = cls + 1; c < PCM_CLASS_COUNT && pcm_class_size(c) <= most; c++) {
-        if (!pcm_load_relaxed(&h->bins[c].cache.half.ptr))
+    for (unsigned c = cls + 1, end = pcm_big_stand_ins_end(cls); c < end; c++) {
+        if (!pcm_bin_listed_hint(&h->bins[c]))
             continue;
         void *chain = take_all_on(h, pcm_rseq_slot0(c));
         if (chain) {
@@ -394,10 +393,10 @@ void pcm_heap_flush_caches_rseq(void)
 static bool anything_listed(struct pcm_heap *h)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        if (pcm_load_relaxed(&h->bins[c].cache.half.ptr))
+        if (pcm_bin_listed_hint(&h->bins[c]))
             return true;
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-        if (pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
+        if (pcm_bin_listed_hint(&h->outgoing[c]))
             return true;
     return false;
 }

@@ -220,7 +220,7 @@ bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls)
 {
     size_t idle = pcm_class_size(cls);
     for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-        if (pcm_load_relaxed(&h->bins[c].cache.half.ptr)) /* (a hint: another CPU's thread may change it) */
+        if (pcm_bin_listed_hint(&h->bins[c]))
             idle += pcm_class_size(c);
     return idle > PCM_BIG_IDLE_BYTES;
 }

@@ -81,6 +81,14 @@ static inline uint32_t pcm_bin_limit(const struct pcm_bin *bin)
     return (uint32_t)pcm_load_relaxed(&bin->limit);
 }
 
+/* Whether the list holds an object: a hint, read without its owner's
+ * sections or lock (another thread may change it the next moment), that
+ * spares a walk over empty lists their take-alls. */
+static inline bool pcm_bin_listed_hint(const struct pcm_bin *bin)
+{
+    return pcm_load_relaxed(&bin->cache.half.ptr) != 0;
+}
+
 static inline void pcm_bin_set_limit(struct pcm_bin *bin, uint32_t limit)
 {
     pcm_store_relaxed(&bin->limit, limit);
@@ -253,6 +261,17 @@ uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls);
  * (256 ns against 126). */
 #define PCM_BIG_IDLE_BYTES (256u * 1024)
 bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls);
+
+/* The classes whose cached objects a refill of big class cls may hand out
+ * in its place are cls + 1 up to the one this returns, exclusive: those at
+ * most twice its size. */
+static inline unsigned pcm_big_stand_ins_end(unsigned cls)
+{
+    unsigned c = cls + 1;
+    while (c < PCM_CLASS_COUNT && pcm_class_size(c) <= 2 * pcm_class_size(cls))
+        c++;
+    return c;
+}
 
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */
 
