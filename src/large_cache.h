@@ -38,9 +38,9 @@ struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes);
  * A mapping is handed out whole, its unused tail included.  Splitting
  * that tail off (1 MiB or more, moved by mremap onto a mapping of its own)
  * and filling a grown mapping with pages moved from other cached ones
- * was built and measured: mixed sizes made 6,398 mmap, munmap and mremap
- * calls instead of 108, ran 3.6 times slower and peaked higher (46.6 MB
- * against 39.6); with a 2 MiB minimum, 0.3 MB less at 2.5 % less
+ * was built and measured: mixed sizes made 6,398 mmap, munmap, mremap and
+ * madvise calls instead of 108, ran 3.6 times slower and peaked higher
+ * (46.6 MB against 39.6); with a 2 MiB minimum, 0.3 MB less at 2.5 % less
  * throughput.  Not kept. */
 struct pcm_large *pcm_large_cache_take_nearest(size_t map_bytes);
 /* Keep a freed mapping (segment-aligned, header's map_bytes set); false
