@@ -35,13 +35,9 @@ struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes);
  * the second choice a cache of mappings of assorted sizes fills up with
  * the ones too small for the next request while fresh mappings are made
  * beside them (mixed sizes: peak RSS 68 MB, with it 42 MB).
- * A mapping is handed out whole, its unused tail included.  Splitting
- * that tail off (1 MiB or more, moved by mremap onto a mapping of its own)
- * and filling a grown mapping with pages moved from other cached ones
- * was built and measured: mixed sizes made 6,398 mmap, munmap, mremap and
- * madvise calls instead of 108, ran 3.6 times slower and peaked higher
- * (46.6 MB against 39.6); with a 2 MiB minimum, 0.3 MB less at 2.5 % less
- * throughput.  Not kept. */
+ * A mapping is handed out whole, its unused tail included: moving tails
+ * off and filling grown mappings with other cached pages by mremap cost
+ * sixty times the system calls for no lower peak (README, Limitations). */
 struct pcm_large *pcm_large_cache_take_nearest(size_t map_bytes);
 /* Keep a freed mapping (segment-aligned, header's map_bytes set); false
  * if the cache has no room for it under its bounds: then the caller
