@@ -236,8 +236,8 @@ PCM_TEST(big_class_refill_takes_a_cached_bigger_object)
                 "%u and %u bytes: not big classes a factor of 2 apart", TURN_SMALL, TURN_BIG);
     /* The small turn's class cached nothing to begin with (an earlier test
      * may have left an object there): held until the end. */
-    void *held = pcm_load_relaxed(&h->bins[small_cls].cache.half.ptr) ? pcm_malloc(TURN_SMALL) : NULL;
-    PCM_REQUIRE(!pcm_load_relaxed(&h->bins[small_cls].cache.half.ptr), "the %u-byte cache holds more than one object",
+    void *held = pcm_bin_listed_hint(&h->bins[small_cls]) ? pcm_malloc(TURN_SMALL) : NULL;
+    PCM_REQUIRE(!pcm_bin_listed_hint(&h->bins[small_cls]), "the %u-byte cache holds more than one object",
                 TURN_SMALL);
     for (unsigned turn = 0; turn < 4; turn++) {
         unsigned char *big = pcm_malloc(TURN_BIG);
