@@ -28,13 +28,10 @@ void pcm_rseq_count_abort(void)
 
 #ifdef PCM_ARCH_RSEQ
 
-pcm_word_t *pcm_rseq_slot0_of_class_plus1[PCM_CLASS_COUNT + 1];
 pcm_word_t *pcm_rseq_slot0_of_step[PCM_CLASS_TABLE_MAX / 16];
 
 void pcm_rseq_slots_init(void)
 {
-    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        pcm_rseq_slot0_of_class_plus1[c + 1] = pcm_rseq_slot0(c);
     for (unsigned i = 0; i < PCM_CLASS_TABLE_MAX / 16; i++)
         pcm_rseq_slot0_of_step[i] = pcm_rseq_slot0(pcm_class_of_step[i]);
 }

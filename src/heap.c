@@ -515,7 +515,7 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
                 pcm_free_mark_set(obj, want - count);
         }
         /* ...then a run of fresh ones, contiguous, cut in one go. */
-        uint32_t fresh = span->capacity - span->carved;
+        uint32_t fresh = pcm_span_capacity(span) - span->carved;
         if (fresh > want - count)
             fresh = want - count;
         if (fresh) {
@@ -538,7 +538,7 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
             pcm_segment_touched(pcm_segment_of((void *)span->start), from, to);
         }
         span->used += count - before;
-        if (!span->free && span->carved == span->capacity)
+        if (!span->free && span->carved == pcm_span_capacity(span))
             list_remove(bin, span);
     }
     void *first = (void *)head;
@@ -596,7 +596,7 @@ static size_t trim_spans_locked(struct pcm_heap *h, bool idle_only)
                 continue;
             released += pcm_span_trim_free_pages(pcm_segment_of((void *)span->start), span);
             span->trimmed = 1;
-            if (!span->free && span->carved == span->capacity)
+            if (!span->free && span->carved == pcm_span_capacity(span))
                 list_remove(&h->bins[c], span);
         }
     }

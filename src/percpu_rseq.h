@@ -91,13 +91,13 @@ static inline pcm_word_t *pcm_rseq_slot0(size_t cls)
     return (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr;
 }
 
-/* The same, looked up: by class + 1 for free (a span keeps class + 1) and
- * by 16-byte size step up to 1 KiB for malloc (sizeclass.h's
- * pcm_class_of_step), so each fast path finds its slot with one load
- * instead of the heaps' address, a shift and an add.  Filled by
- * pcm_rseq_slots_init before the fast path is chosen, never changed. */
+/* The same, looked up by 16-byte size step up to 1 KiB (sizeclass.h's
+ * pcm_class_of_step), so malloc's fast path finds its slot with one load
+ * instead of the heaps' address, a shift and an add; free's reads it from
+ * the span (segment.h: slot0), on the line of the span's other fields it
+ * reads anyway.  Filled by pcm_rseq_slots_init before the fast path is
+ * chosen, never changed. */
 #ifdef PCM_ARCH_RSEQ
-extern pcm_word_t *pcm_rseq_slot0_of_class_plus1[PCM_CLASS_COUNT + 1] __attribute__((visibility("hidden")));
 extern pcm_word_t *pcm_rseq_slot0_of_step[PCM_CLASS_TABLE_MAX / 16] __attribute__((visibility("hidden")));
 void pcm_rseq_slots_init(void);
 #else

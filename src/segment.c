@@ -10,6 +10,7 @@
 #include "hardening.h"
 #include "init.h"
 #include "os.h"
+#include "percpu_rseq.h"
 #include "segment_map.h"
 #include "stats.h"
 
@@ -267,7 +268,7 @@ struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsig
     span->class_plus1 = (uint16_t)(cls + 1);
     span->owner = (uint16_t)s->owner;
     pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
-    span->capacity = pcm_class_span_objects(cls);
+    span->slot0 = pcm_rseq_slot0(cls);
     span->start = (uintptr_t)s + (first << PCM_PAGE_SHIFT);
     span->used = 0;
     span->carved = 0;

@@ -47,6 +47,7 @@
 
 #include "atomic.h"
 #include "layout.h"
+#include "sizeclass.h"
 
 /* The first word of every owner found in the segment map. */
 enum pcm_owner_kind {
@@ -62,10 +63,11 @@ struct pcm_span {
     uint16_t owner;        /* heap index */
     uint32_t object_size;
     uint32_t size_inverse; /* of object_size's odd part, mod 2^32: see pcm_span_index */
-    uint32_t capacity;
     /* owner's lock */
     uint32_t used;
     /* [published] */
+    pcm_word_t *slot0;     /* CPU 0's cache slot of the class (percpu_rseq.h):
+                              the rseq free's push goes there with no table */
     uintptr_t start;       /* address of object 0 */
     /* owner's lock */
     uint32_t carved;       /* also read without the lock by free's check;
@@ -104,7 +106,10 @@ struct pcm_segment {
     /* [published] Page -> byte offset in span[] of its span's descriptor
      * (its first page's) for a page in a span, 0 for any other page. */
     uint16_t span_first[PCM_SEGMENT_PAGES];
-    struct pcm_span span[PCM_SEGMENT_PAGES];
+    /* 64-byte aligned: on 64-bit builds, where a descriptor is 64 bytes,
+     * every field free reads lies on one cache line (unaligned, at 0x9a8,
+     * a descriptor straddled two, and free loaded both). */
+    struct pcm_span span[PCM_SEGMENT_PAGES] __attribute__((aligned(64)));
 #ifdef PCM_HARDENED
     /* One bit per 16-byte unit of the segment.  Invariant: an object's bit
      * is set iff it is free - in a per-CPU cache, on a remote queue or its
@@ -159,6 +164,12 @@ static inline uint32_t pcm_odd_inverse(uint32_t d)
     for (int step = 0; step < 4; step++)
         i *= 2u - d * i;
     return i;
+}
+
+/* The objects a span of its class holds (the class fixes it). */
+static inline uint32_t pcm_span_capacity(const struct pcm_span *span)
+{
+    return pcm_class_span_objects(span->class_plus1 - 1u);
 }
 
 /* Set span's object size and what pcm_span_index needs of it. */

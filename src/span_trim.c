@@ -55,7 +55,7 @@ size_t pcm_span_trim_free_pages(struct pcm_segment *s, struct pcm_span *span)
     /* One page, or no free object: every page holds a live one. */
     if (span->pages < 2 || !span->free || span->carved == 0)
         return 0;
-    if (span->capacity > MAX_OBJECTS || span->pages > MAX_PAGES)
+    if (pcm_span_capacity(span) > MAX_OBJECTS || span->pages > MAX_PAGES)
         return 0; /* (no class has such spans: sizeclass.c) */
     pcm_word_t free_objects[MAX_OBJECTS / PCM_WORD_BITS] = {0};
     for (void *obj = span->free; obj; obj = pcm_link_next(obj, *(pcm_word_t *)obj))

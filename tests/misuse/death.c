@@ -100,7 +100,7 @@ static void free_object_never_handed_out(void)
     do {
         p = pcm_malloc(16);
         span = pcm_span_of(pcm_segment_of(p), p);
-    } while (span->carved >= span->capacity);
+    } while (span->carved >= pcm_span_capacity(span));
     pcm_free(about_to_misuse((void *)(span->start + (uintptr_t)span->carved * span->object_size)));
 }
 

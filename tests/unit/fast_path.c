@@ -5,8 +5,8 @@
  *     rseq natively, cas with PCMALLOC_RSEQ=0, under qemu-user and on
  *     the generic build), with a reason to show for it;
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
- *     slot (the assembly found the right slot) and the next malloc there
- *     takes it back; a free on another CPU lands on that CPU's outgoing
+ *     slot of its class (the assembly, and the span's slot0, found the
+ *     right slot: every class) and the next malloc there takes it back; a free on another CPU lands on that CPU's outgoing
  *     list of its class (no atomic, and no malloc takes it there) for
  *     objects below 1 KiB, in that CPU's cache for larger ones; a full
  *     list goes home in one push, and a flush of that CPU sends the rest
@@ -138,6 +138,49 @@ PCM_TEST(rseq_free_lands_in_this_cpus_slot)
         void *q = pcm_malloc(40);
         PCM_CHECK(q == p, "CPU %d: freed %p, the next malloc gave %p", cpus[i], p, q);
         pcm_free(q);
+    }
+    restore_affinity(&saved);
+#endif
+}
+
+/* The same for every class, on one CPU: free finds its slot through the
+ * span (segment.h: slot0), so a span naming another class's slot would
+ * put the object where a malloc of that class hands it out. */
+PCM_TEST(rseq_free_of_every_class_lands_in_its_own_slot)
+{
+#ifdef PCM_ARCH_RSEQ
+    started();
+    if (!pcm_fast_path_is_rseq()) {
+        pcm_test_printf("  skipped: fast path is %s\n", pcm_fast_path_name());
+        return;
+    }
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    int cpus[2];
+    allowed_cpus(cpus);
+    PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
+        /* Empty caches: each class starts from a refill. */
+        pcm_heap_flush_caches_rseq();
+        size_t size = pcm_class_size(cls);
+        void *p = pcm_malloc(size);
+        PCM_REQUIRE(p, "malloc(%zu) failed", size);
+        struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
+        PCM_CHECK(span->slot0 == pcm_rseq_slot0(cls), "class %u: the span names the slot of class %u", cls,
+                  (unsigned)(((char *)span->slot0 - (char *)pcm_rseq_slot0(0)) / sizeof(struct pcm_bin)));
+        bool mine = span->owner == (unsigned)cpus[0];
+        /* A refill may have filled the cache (a remote stack taken whole):
+         * one more object out leaves room for p. */
+        void *room = pcm_malloc(size);
+        PCM_REQUIRE(room, "malloc(%zu) failed", size);
+        pcm_free(p);
+        if (mine)
+            PCM_CHECK(slot_top(cpus[0], cls) == (pcm_word_t)p, "class %u: freed %p, slot top is %p", cls, p,
+                      (void *)slot_top(cpus[0], cls));
+        void *q = pcm_malloc(size);
+        PCM_CHECK(!mine || q == p, "class %u: freed %p, the next malloc of %zu bytes gave %p", cls, p, size, q);
+        pcm_free(q);
+        pcm_free(room);
     }
     restore_affinity(&saved);
 #endif

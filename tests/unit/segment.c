@@ -5,12 +5,14 @@
  * so that "index < carved" alone accepts exactly the objects cut.  Checked
  * for every class at every byte offset of its span.  And the header
  * pages of descriptors: given back once every page they describe is free,
- * read as "in no span" while gone, back when a span is cut there.
+ * read as "in no span" while gone, back when a span is cut there.  And
+ * what a span's descriptor tells free: its class's cache slot, on one line.
  */
 #include "harness.h"
 
 #include "pcmalloc.h"
 
+#include "heap.h"
 #include "segment.h"
 #include "sizeclass.h"
 
@@ -142,6 +144,30 @@ static size_t spare_in(const struct pcm_segment *s, size_t first, size_t pages)
         count += (~s->page_used[w] & s->page_touched[w]) >> (page % PCM_WORD_BITS) & 1;
     }
     return count;
+}
+
+/* What a new span's descriptor says that free reads without the lock:
+ * its class's CPU-0 cache slot (the rseq push goes there), its capacity
+ * (the class's), and on 64-bit builds all of it on one cache line. */
+PCM_TEST(segment_span_descriptor_names_its_class_slot)
+{
+    pcm_free(pcm_malloc(1)); /* start-up: the heaps the slots lie in */
+    struct pcm_segment *s = pcm_segment_create(0);
+    PCM_REQUIRE(s, "no segment");
+    PCM_CHECK((uintptr_t)s->span % 64 == 0, "span[] at byte %#lx of the segment",
+              (unsigned long)((uintptr_t)s->span - (uintptr_t)s));
+    for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
+        size_t pages = pcm_class_span_pages(cls);
+        struct pcm_span *span = pcm_segment_span_create(s, cls, pages);
+        PCM_REQUIRE(span, "class %u: no span of %zu pages", cls, pages);
+        PCM_CHECK(span->slot0 == (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr,
+                  "class %u: the descriptor names slot %p", cls, (void *)span->slot0);
+        PCM_CHECK(pcm_span_capacity(span) == pcm_class_span_objects(cls), "class %u: capacity %u, the class has %u",
+                  cls, pcm_span_capacity(span), pcm_class_span_objects(cls));
+        if (sizeof(struct pcm_span) == 64)
+            PCM_CHECK((uintptr_t)span % 64 == 0, "class %u: descriptor at %p straddles two lines", cls, (void *)span);
+        pcm_segment_span_release(s, span);
+    }
 }
 
 PCM_TEST(segment_span_goes_where_pages_are_spare)

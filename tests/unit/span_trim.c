@@ -171,7 +171,7 @@ static bool setup(size_t object_size)
             ;
         /* All objects of the span ours (so all carved), in address order:
          * object k is objects[i + k]. */
-        if (n != span->capacity || span->object_size != size || span->pages > 8)
+        if (n != pcm_span_capacity(span) || span->object_size != size || span->pages > 8)
             continue;
         size_t j = span_count++, per_page = PCM_PAGE_SIZE / size;
         unsigned chosen = 1u << (j % span->pages) | (j % 3 == 0 ? 1u << ((j + 2) % span->pages) : 0), mask = 0;
@@ -235,7 +235,7 @@ PCM_TEST(span_trim_gives_back_the_pages_no_kept_object_touches)
                               "touched by a kept object %d", size, start, q, vec[q] & 1, span_mask[j] >> q & 1);
             PCM_CHECK(span->used == kept_here, "span %p: used %u, kept %u", start, span->used, kept_here);
             for (void *obj = span->free; obj; obj = pcm_link_next(obj, *(pcm_word_t *)obj), listed_free++) {
-                bool ok = on_kept_pages(obj) && listed_free < span->capacity;
+                bool ok = on_kept_pages(obj) && listed_free < pcm_span_capacity(span);
                 PCM_CHECK(ok, "%zu-byte span %p: free object %p on a page given back", size, start, obj);
                 if (!ok)
                     break; /* its link is gone with its page */
@@ -337,16 +337,16 @@ PCM_TEST(span_trim_sets_aside_an_object_over_a_page_given_back)
         struct pcm_span *s = pcm_span_of(pcm_segment_of(big[i]), big[i]);
         for (run = 1; i + run < n && pcm_span_of(pcm_segment_of(big[i + run]), big[i + run]) == s; run++)
             ;
-        if (run == s->capacity && s->object_size == BIG && (uintptr_t)big[i] == s->start)
+        if (run == pcm_span_capacity(s) && s->object_size == BIG && (uintptr_t)big[i] == s->start)
             span = s, at = i;
     }
     PCM_REQUIRE(span, "no span of %d-byte objects filled by this test alone among %zu objects", BIG, n);
     /* The first object over three pages whose neighbours share its first
      * and last: free it alone. */
     size_t j = 1;
-    while (j + 1 < span->capacity && last_page(big[at + j]) - first_page(big[at + j]) < 2)
+    while (j + 1 < pcm_span_capacity(span) && last_page(big[at + j]) - first_page(big[at + j]) < 2)
         j++;
-    PCM_REQUIRE(j + 1 < span->capacity, "no %d-byte object over three pages with a neighbour on each side", BIG);
+    PCM_REQUIRE(j + 1 < pcm_span_capacity(span), "no %d-byte object over three pages with a neighbour on each side", BIG);
     unsigned char *middle = big[at + j];
     uintptr_t middle_page = first_page(middle) + 1;
     pcm_free(middle);
@@ -373,7 +373,7 @@ PCM_TEST(span_trim_sets_aside_an_object_over_a_page_given_back)
     PCM_CHECK(again == 0, "the object over a page given back was handed out again");
     check_intact(next, m, "allocated after the trim");
     check_intact(&big[at], j, "kept before the freed one");
-    check_intact(&big[at + j + 1], span->capacity - j - 1, "kept after the freed one");
+    check_intact(&big[at + j + 1], pcm_span_capacity(span) - j - 1, "kept after the freed one");
     pcm_test_printf("  %d-byte object %zu of its span, over pages %lu-%lu: set aside; page %lu %s\n", BIG, j,
                     (unsigned long)(first_page(middle) - first_page((void *)span->start)),
                     (unsigned long)(last_page(middle) - first_page((void *)span->start)),
