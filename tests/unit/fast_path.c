@@ -111,33 +111,51 @@ static pcm_word_t outgoing_top(int cpu, unsigned cls)
 }
 #endif
 
-PCM_TEST(rseq_free_lands_in_this_cpus_slot)
-{
 #ifdef PCM_ARCH_RSEQ
+/* Start-up done and the rseq path in use (else say so: false); the
+ * affinity to restore in *saved, the first two allowed CPUs in cpus. */
+static bool rseq_ready(cpu_set_t *saved, int cpus[2])
+{
     started();
     if (!pcm_fast_path_is_rseq()) {
         pcm_test_printf("  skipped: fast path is %s\n", pcm_fast_path_name());
-        return;
+        return false;
     }
-    cpu_set_t saved;
-    sched_getaffinity(0, sizeof saved, &saved);
-    int cpus[2];
+    sched_getaffinity(0, sizeof *saved, saved);
     allowed_cpus(cpus);
+    return true;
+}
+
+/* Free p, of class cls, on CPU cpu (pinned).  If p's span is that CPU's
+ * heap's (else a preempted holder of its lock sent the refill to another),
+ * p is then the top of the CPU's slot of cls, and the next malloc of
+ * `size` bytes there takes it back. */
+static void free_lands_on_top(int cpu, unsigned cls, size_t size, void *p)
+{
+    bool mine = pcm_span_of(pcm_segment_of(p), p)->owner == (unsigned)cpu;
+    pcm_free(p);
+    if (mine)
+        PCM_CHECK(slot_top(cpu, cls) == (pcm_word_t)p, "CPU %d, class %u: freed %p, slot top is %p", cpu, cls, p,
+                  (void *)slot_top(cpu, cls));
+    void *q = pcm_malloc(size);
+    PCM_CHECK(!mine || q == p, "CPU %d, class %u: freed %p, the next malloc of %zu bytes gave %p", cpu, cls, p, size,
+              q);
+    pcm_free(q);
+}
+#endif
+
+PCM_TEST(rseq_free_lands_in_this_cpus_slot)
+{
+#ifdef PCM_ARCH_RSEQ
+    cpu_set_t saved;
+    int cpus[2];
+    if (!rseq_ready(&saved, cpus))
+        return;
     for (int i = 0; i < 2 && cpus[i] >= 0; i++) {
         PCM_REQUIRE(pcm_test_pin(cpus[i]), "cannot pin to CPU %d", cpus[i]);
-        unsigned cls = pcm_size_class(40);
         void *p = pcm_malloc(40);
         PCM_REQUIRE(p, "malloc failed");
-        /* The object's span belongs to this CPU's heap (or, if a preempted
-         * holder of its lock sent the refill elsewhere, to another). */
-        pcm_free(p);
-        struct pcm_segment *s = pcm_segment_of(p);
-        if (pcm_span_of(s, p)->owner == (unsigned)cpus[i])
-            PCM_CHECK(slot_top(cpus[i], cls) == (pcm_word_t)p, "CPU %d: freed %p, slot top is %p", cpus[i], p,
-                      (void *)slot_top(cpus[i], cls));
-        void *q = pcm_malloc(40);
-        PCM_CHECK(q == p, "CPU %d: freed %p, the next malloc gave %p", cpus[i], p, q);
-        pcm_free(q);
+        free_lands_on_top(cpus[i], pcm_size_class(40), 40, p);
     }
     restore_affinity(&saved);
 #endif
@@ -149,15 +167,10 @@ PCM_TEST(rseq_free_lands_in_this_cpus_slot)
 PCM_TEST(rseq_free_of_every_class_lands_in_its_own_slot)
 {
 #ifdef PCM_ARCH_RSEQ
-    started();
-    if (!pcm_fast_path_is_rseq()) {
-        pcm_test_printf("  skipped: fast path is %s\n", pcm_fast_path_name());
-        return;
-    }
     cpu_set_t saved;
-    sched_getaffinity(0, sizeof saved, &saved);
     int cpus[2];
-    allowed_cpus(cpus);
+    if (!rseq_ready(&saved, cpus))
+        return;
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
         /* Empty caches: each class starts from a refill. */
@@ -168,18 +181,11 @@ PCM_TEST(rseq_free_of_every_class_lands_in_its_own_slot)
         struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
         PCM_CHECK(span->slot0 == pcm_rseq_slot0(cls), "class %u: the span names the slot of class %u", cls,
                   (unsigned)(((char *)span->slot0 - (char *)pcm_rseq_slot0(0)) / sizeof(struct pcm_bin)));
-        bool mine = span->owner == (unsigned)cpus[0];
         /* A refill may have filled the cache (a remote stack taken whole):
          * one more object out leaves room for p. */
         void *room = pcm_malloc(size);
         PCM_REQUIRE(room, "malloc(%zu) failed", size);
-        pcm_free(p);
-        if (mine)
-            PCM_CHECK(slot_top(cpus[0], cls) == (pcm_word_t)p, "class %u: freed %p, slot top is %p", cls, p,
-                      (void *)slot_top(cpus[0], cls));
-        void *q = pcm_malloc(size);
-        PCM_CHECK(!mine || q == p, "class %u: freed %p, the next malloc of %zu bytes gave %p", cls, p, size, q);
-        pcm_free(q);
+        free_lands_on_top(cpus[0], cls, size, p);
         pcm_free(room);
     }
     restore_affinity(&saved);
