@@ -6,11 +6,12 @@
  *     the generic build), with a reason to show for it;
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
  *     slot of its class (the assembly, and the span's slot0, found the
- *     right slot: every class) and the next malloc there takes it back; a free on another CPU lands on that CPU's outgoing
- *     list of its class (no atomic, and no malloc takes it there) for
- *     objects below 1 KiB, in that CPU's cache for larger ones; a full
- *     list goes home in one push, and a flush of that CPU sends the rest
- *     to the owner's remote stack of the class; a list holds at most
+ *     right slot: every class) and the next malloc there takes it back;
+ *     a free on another CPU lands on that CPU's outgoing list of its
+ *     class (no atomic, and no malloc takes it there) for objects below
+ *     1 KiB, in that CPU's cache for larger ones; a full list goes home
+ *     in one push, and a flush of that CPU sends the rest to the owner's
+ *     remote stack of the class; a list holds at most
  *     PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES; the outgoing
  *     classes are exactly those below PCM_FOREIGN_CACHED_MIN;
  *   - rseq: every object on a remote stack carries its depth there, the
