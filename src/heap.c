@@ -249,6 +249,13 @@ static void list_remove(struct pcm_bin *bin, struct pcm_span *span)
     span->listed = 0;
 }
 
+/* Whether span can still give out an object: the condition for being on
+ * its bin's partial list (segment.h's span invariants). */
+static bool span_can_give(const struct pcm_span *span)
+{
+    return span->free || span->carved < pcm_span_capacity(span);
+}
+
 /* ---- spans (lock held) ---- */
 
 /* Segments a search for spare pages looks at besides the last one a span
@@ -538,7 +545,7 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
             pcm_segment_touched(pcm_segment_of((void *)span->start), from, to);
         }
         span->used += count - before;
-        if (!span->free && span->carved == pcm_span_capacity(span))
+        if (!span_can_give(span))
             list_remove(bin, span);
     }
     void *first = (void *)head;
@@ -596,7 +603,7 @@ static size_t trim_spans_locked(struct pcm_heap *h, bool idle_only)
                 continue;
             released += pcm_span_trim_free_pages(pcm_segment_of((void *)span->start), span);
             span->trimmed = 1;
-            if (!span->free && span->carved == pcm_span_capacity(span))
+            if (!span_can_give(span))
                 list_remove(&h->bins[c], span);
         }
     }
