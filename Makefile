@@ -73,7 +73,8 @@ LIB_SRC := $(sort $(wildcard src/*.c)) $(sort $(wildcard arch/$(ARCH)/*.c))
 LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out src/api.c,$(LIB_SRC))) $(BUILD)/obj/src/api_names.o
 # Tests link the allocator without the interposition layer: they call the
 # pcm_* names, and the harness keeps using libc's malloc.
-CORE_OBJ := $(filter-out $(BUILD)/obj/src/preload.o $(BUILD)/obj/src/api_names.o,$(LIB_OBJ)) $(BUILD)/obj/src/api.o
+INTERPOSITION_OBJ := $(addprefix $(BUILD)/obj/src/,preload.o preload_cxx.o api_names.o)
+CORE_OBJ := $(filter-out $(INTERPOSITION_OBJ),$(LIB_OBJ)) $(BUILD)/obj/src/api.o
 HEADERS := $(wildcard include/*.h src/*.h arch/$(ARCH)/*.h tests/harness/*.h tests/*/*.h)
 
 HARNESS_SRC := tests/harness/harness.c tests/harness/platform_libc.c
@@ -137,6 +138,10 @@ $(BUILD)/obj/src/api_names.o: src/api.c $(HEADERS) | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(LIB_CFLAGS) -DPCM_STANDARD_NAMES -c $< -o $@
+
+# operator new hands a failure on to the C++ runtime's, which may throw
+# through it: its frames need unwind tables on every target.
+$(BUILD)/obj/src/preload_cxx.o: LIB_CFLAGS += -fexceptions
 
 $(BUILD)/libpcmalloc.so: $(LIB_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,99 @@
+/*
+ * preload_cxx.c - C++'s operator new in every form (plain and array,
+ * nothrow, over-aligned), exported beside malloc, so that a C++ program's
+ * allocation reaches pcmalloc in one call instead of through libstdc++'s
+ * operator, its PLT jump and malloc.  operator delete, in every form, is
+ * free itself (aliases in api.c).
+ *
+ * Running out of memory is the C++ runtime's business: the new-handler
+ * loop and std::bad_alloc are C++, and C cannot throw.  So when pcmalloc
+ * has no memory, the call goes on, arguments unchanged, to the C++
+ * runtime's own operator of the same name (the next definition after
+ * this library's).  That one calls malloc (pcmalloc's) again, runs the
+ * program's new handler, and throws or returns NULL exactly as it would
+ * without pcmalloc.  The exception may pass through this file's frames:
+ * it is built with unwind tables (-fexceptions, Makefile).
+ *
+ * Only in the shared library and libpcmalloc.a, like preload.c: the tests
+ * link the allocator without it.
+ */
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pcmalloc.h"
+
+#include "message.h"
+
+#define PCM_EXPORT __attribute__((visibility("default")))
+
+/* The Itanium C++ ABI's code for size_t in a mangled name. */
+#if SIZE_MAX == 0xffffffffu
+#define SIZE_T_CODE "j"
+#else
+#define SIZE_T_CODE "m"
+#endif
+#define NOTHROW "RKSt9nothrow_t"
+#define ALIGN "St11align_val_t"
+
+/* operator new(size_t) and operator new[](size_t); the other forms add
+ * their parameters' codes. */
+#define NEW "_Znw" SIZE_T_CODE
+#define NEW_ARRAY "_Zna" SIZE_T_CODE
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new_nothrow_fn)(size_t, const void *);
+typedef void *(*new_aligned_fn)(size_t, size_t);
+typedef void *(*new_aligned_nothrow_fn)(size_t, size_t, const void *);
+
+/* The C++ runtime's definition of `name`, which `self` (this library's)
+ * hides.  The global scope has it after this library when the program is
+ * C++; a C program's C++ plugin, dlopen'ed with RTLD_LOCAL, has it in its
+ * own scope only, so that of the caller comes next. */
+static void *next_operator(const char *name, const void *self, const void *caller)
+{
+    void *next = dlsym(RTLD_NEXT, name);
+    if (next && next != self)
+        return next;
+    Dl_info where;
+    if (dladdr(caller, &where) && where.dli_fname) {
+        void *scope = dlopen(where.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+        if (scope) {
+            next = dlsym(scope, name);
+            dlclose(scope); /* (NOLOAD counted one more reference) */
+            if (next && next != self)
+                return next;
+        }
+    }
+    pcm_fatal("%s: out of memory, and no C++ runtime found to report it (std::bad_alloc)", name);
+}
+
+/* One operator: pcmalloc's allocation, and on failure the runtime's
+ * operator of the same name, with the same arguments. */
+#define DEFINE_NEW(fn, name, fn_type, allocation, params, args)                                        \
+    PCM_EXPORT void *fn params __asm__(name);                                                          \
+    void *fn params                                                                                    \
+    {                                                                                                  \
+        void *p = allocation;                                                                          \
+        if (__builtin_expect(p != NULL, 1))                                                            \
+            return p;                                                                                  \
+        return ((fn_type)next_operator(name, (const void *)fn, __builtin_return_address(0)))args;      \
+    }
+
+DEFINE_NEW(cxx_new, NEW, new_fn, pcm_malloc(size), (size_t size), (size))
+DEFINE_NEW(cxx_new_array, NEW_ARRAY, new_fn, pcm_malloc(size), (size_t size), (size))
+DEFINE_NEW(cxx_new_nothrow, NEW NOTHROW, new_nothrow_fn, pcm_malloc(size), (size_t size, const void *tag),
+           (size, tag))
+DEFINE_NEW(cxx_new_array_nothrow, NEW_ARRAY NOTHROW, new_nothrow_fn, pcm_malloc(size),
+           (size_t size, const void *tag), (size, tag))
+/* The alignment is a power of two (the language guarantees it); memalign
+ * takes any size with it, where C11's aligned_alloc would want a multiple. */
+DEFINE_NEW(cxx_new_aligned, NEW ALIGN, new_aligned_fn, pcm_memalign(alignment, size),
+           (size_t size, size_t alignment), (size, alignment))
+DEFINE_NEW(cxx_new_array_aligned, NEW_ARRAY ALIGN, new_aligned_fn, pcm_memalign(alignment, size),
+           (size_t size, size_t alignment), (size, alignment))
+DEFINE_NEW(cxx_new_aligned_nothrow, NEW ALIGN NOTHROW, new_aligned_nothrow_fn, pcm_memalign(alignment, size),
+           (size_t size, size_t alignment, const void *tag), (size, alignment, tag))
+DEFINE_NEW(cxx_new_array_aligned_nothrow, NEW_ARRAY ALIGN NOTHROW, new_aligned_nothrow_fn,
+           pcm_memalign(alignment, size), (size_t size, size_t alignment, const void *tag),
+           (size, alignment, tag))
