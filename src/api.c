@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <string.h>
 
+#include "cxx_mangling.h"
 #include "fast_path.h"
 #include "free_mark.h"
 #include "hardening.h"
@@ -602,23 +603,18 @@ __attribute__((visibility("default"))) void free(void *p) __attribute__((alias("
  * over-aligned - is free too, by the same alias (operator new is in
  * preload_cxx.c).  Their size and alignment arguments go unread, as
  * libstdc++'s own operators leave them: free's checks find the object. */
-#if SIZE_MAX == 0xffffffffu
-#define SIZE_T_CODE "j" /* size_t in a mangled name (the Itanium C++ ABI) */
-#else
-#define SIZE_T_CODE "m"
-#endif
 #define DELETE_IS_FREE(id, name) \
     __attribute__((visibility("default"))) void id(void *p) __asm__(name) __attribute__((alias("pcm_free")));
 DELETE_IS_FREE(cxx_delete, "_ZdlPv")
 DELETE_IS_FREE(cxx_delete_array, "_ZdaPv")
-DELETE_IS_FREE(cxx_delete_sized, "_ZdlPv" SIZE_T_CODE)
-DELETE_IS_FREE(cxx_delete_array_sized, "_ZdaPv" SIZE_T_CODE)
-DELETE_IS_FREE(cxx_delete_nothrow, "_ZdlPvRKSt9nothrow_t")
-DELETE_IS_FREE(cxx_delete_array_nothrow, "_ZdaPvRKSt9nothrow_t")
-DELETE_IS_FREE(cxx_delete_aligned, "_ZdlPvSt11align_val_t")
-DELETE_IS_FREE(cxx_delete_array_aligned, "_ZdaPvSt11align_val_t")
-DELETE_IS_FREE(cxx_delete_sized_aligned, "_ZdlPv" SIZE_T_CODE "St11align_val_t")
-DELETE_IS_FREE(cxx_delete_array_sized_aligned, "_ZdaPv" SIZE_T_CODE "St11align_val_t")
-DELETE_IS_FREE(cxx_delete_aligned_nothrow, "_ZdlPvSt11align_val_tRKSt9nothrow_t")
-DELETE_IS_FREE(cxx_delete_array_aligned_nothrow, "_ZdaPvSt11align_val_tRKSt9nothrow_t")
+DELETE_IS_FREE(cxx_delete_sized, "_ZdlPv" PCM_CXX_SIZE_T)
+DELETE_IS_FREE(cxx_delete_array_sized, "_ZdaPv" PCM_CXX_SIZE_T)
+DELETE_IS_FREE(cxx_delete_nothrow, "_ZdlPv" PCM_CXX_NOTHROW)
+DELETE_IS_FREE(cxx_delete_array_nothrow, "_ZdaPv" PCM_CXX_NOTHROW)
+DELETE_IS_FREE(cxx_delete_aligned, "_ZdlPv" PCM_CXX_ALIGN)
+DELETE_IS_FREE(cxx_delete_array_aligned, "_ZdaPv" PCM_CXX_ALIGN)
+DELETE_IS_FREE(cxx_delete_sized_aligned, "_ZdlPv" PCM_CXX_SIZE_T PCM_CXX_ALIGN)
+DELETE_IS_FREE(cxx_delete_array_sized_aligned, "_ZdaPv" PCM_CXX_SIZE_T PCM_CXX_ALIGN)
+DELETE_IS_FREE(cxx_delete_aligned_nothrow, "_ZdlPv" PCM_CXX_ALIGN PCM_CXX_NOTHROW)
+DELETE_IS_FREE(cxx_delete_array_aligned_nothrow, "_ZdaPv" PCM_CXX_ALIGN PCM_CXX_NOTHROW)
 #endif

@@ -19,27 +19,20 @@
  */
 #include <dlfcn.h>
 #include <stddef.h>
-#include <stdint.h>
 
 #include "pcmalloc.h"
 
+#include "cxx_mangling.h"
 #include "message.h"
 
 #define PCM_EXPORT __attribute__((visibility("default")))
 
-/* The Itanium C++ ABI's code for size_t in a mangled name. */
-#if SIZE_MAX == 0xffffffffu
-#define SIZE_T_CODE "j"
-#else
-#define SIZE_T_CODE "m"
-#endif
-#define NOTHROW "RKSt9nothrow_t"
-#define ALIGN "St11align_val_t"
-
 /* operator new(size_t) and operator new[](size_t); the other forms add
  * their parameters' codes. */
-#define NEW "_Znw" SIZE_T_CODE
-#define NEW_ARRAY "_Zna" SIZE_T_CODE
+#define NEW "_Znw" PCM_CXX_SIZE_T
+#define NEW_ARRAY "_Zna" PCM_CXX_SIZE_T
+#define NOTHROW PCM_CXX_NOTHROW
+#define ALIGN PCM_CXX_ALIGN
 
 typedef void *(*new_fn)(size_t);
 typedef void *(*new_nothrow_fn)(size_t, const void *);

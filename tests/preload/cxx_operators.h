@@ -10,14 +10,12 @@
 
 #include <stdint.h>
 
-/* size_t's code in a mangled name (the Itanium C++ ABI). */
-#if SIZE_MAX == 0xffffffffu
-#define CXX_SIZE_T "j"
-#else
-#define CXX_SIZE_T "m"
-#endif
-#define CXX_NOTHROW "RKSt9nothrow_t"
-#define CXX_ALIGN "St11align_val_t"
+/* The parts of the mangled names (src/cxx_mangling.h: the test checks
+ * that libstdc++ defines each name it makes of them). */
+#include "cxx_mangling.h"
+#define CXX_SIZE_T PCM_CXX_SIZE_T
+#define CXX_NOTHROW PCM_CXX_NOTHROW
+#define CXX_ALIGN PCM_CXX_ALIGN
 
 /* What no allocator can give: new fails at once, without mapping. */
 #define CXX_TOO_BIG (SIZE_MAX / 2)
