@@ -3,8 +3,9 @@
  * a deterministic random generator, checksums, object stamps, a clock,
  * starting threads together, and the one result line the runner parses.
  *
- * The programs are plain C11 linked with the C library only; the allocator
- * under test comes in by LD_PRELOAD. So nothing here may allocate inside a
+ * The programs are plain C11 linked with the C library only (one is C++17,
+ * linked with the C++ runtime as well: so this header is C that C++
+ * compiles too); the allocator under test comes in by LD_PRELOAD. So nothing here may allocate inside a
  * timed section on its own behalf: the allocator must see only the
  * workload's calls. Built with -D_GNU_SOURCE (program_invocation_short_name,
  * pthread barriers). A failed check prints why on stderr and exits with
@@ -237,7 +238,7 @@ struct bench_thread_start {
 
 static inline void *bench_thread_trampoline(void *argument)
 {
-    struct bench_thread_start *start = argument;
+    struct bench_thread_start *start = (struct bench_thread_start *)argument;
     pthread_barrier_wait(start->barrier);
     start->began = bench_now();
     start->body(start->index, start->context);
@@ -299,7 +300,7 @@ static inline void bench_report_throughput(double operations, double seconds, co
  * small object in place does - that is where false sharing shows. */
 static inline uint64_t bench_write_object(size_t size, long writes)
 {
-    volatile unsigned char *p = bench_check_alloc(malloc(size), size);
+    volatile unsigned char *p = (volatile unsigned char *)bench_check_alloc(malloc(size), size);
     uint64_t sum = 0;
     for (size_t j = 0; j < size; j++)
         p[j] = 0;

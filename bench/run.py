@@ -56,6 +56,8 @@ import suite  # noqa: E402
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 CFLAGS = ["-std=c11", "-O2", "-g", "-pthread", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror"]
+# The C++ program (cxx_containers.cpp): sized deallocation is g++'s default.
+CXXFLAGS = ["-std=c++17", *CFLAGS[1:]]
 
 
 class Settings:
@@ -129,8 +131,12 @@ def build(out_dir):
     os.makedirs(bin_dir, exist_ok=True)
     for program in suite.PROGRAMS + ["spawn"]:
         source = os.path.join(BENCH_DIR, program + ".c")
+        compiler = ["gcc", *CFLAGS]
+        if not os.path.exists(source):
+            source = os.path.join(BENCH_DIR, program + ".cpp")
+            compiler = ["g++", *CXXFLAGS]
         target = os.path.join(bin_dir, program)
-        done = subprocess.run(["gcc", *CFLAGS, "-o", target, source], capture_output=True,
+        done = subprocess.run([*compiler, "-o", target, source], capture_output=True,
                               text=True, check=False)
         if done.returncode != 0:
             sys.exit(f"bench: {source} does not build:\n{done.stderr}")

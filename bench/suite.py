@@ -97,6 +97,13 @@ BENCHMARKS = [
         "again; nothing is shared. Objects per second; higher is better.",
         True, {"objects": 50000000}, {"objects": 10000000}),
     Benchmark(
+        "cxx_containers", "cxx_containers", "C++ containers (operator new and delete)",
+        "Each thread keeps a std::map from std::string keys to std::vector values and a "
+        "std::unordered_map of std::string, and inserts, appends, replaces and erases at random "
+        "among 4096 keys: every allocation is the standard library's operator new, every free "
+        "its sized operator delete. Operations per second; higher is better.",
+        True, {"ops": 3000000}, {"ops": 600000}),
+    Benchmark(
         "mixed_sizes", "mixed_sizes", "Mixed sizes up to 4 MiB",
         "Each thread replaces random objects in a table of 200, with sizes 16 B..1 KiB (84%), "
         "1..64 KiB (15%) and 64 KiB..4 MiB (1%), writing every page it gets. "

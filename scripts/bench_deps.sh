@@ -9,7 +9,7 @@ packages=(
     gnuplot-nox                                        # the PNG plots
     valgrind                                           # callgrind: instructions per malloc+free
     util-linux                                         # taskset
-    gcc libc6-dev python3                              # building and running the suite
+    gcc g++ libc6-dev python3                          # building and running the suite (g++: cxx_containers.cpp)
     perl sqlite3 clang                                 # the real programs (gcc and python3: above)
 )
 exec "$(dirname "$0")/deps.sh" "${packages[@]}"
