@@ -22,18 +22,18 @@
 
 /* Each form, as the Itanium C++ ABI names it. */
 static const char *const new_names[] = {
-    "_Znw" CXX_SIZE_T, "_Zna" CXX_SIZE_T,
-    "_Znw" CXX_SIZE_T CXX_NOTHROW, "_Zna" CXX_SIZE_T CXX_NOTHROW,
-    "_Znw" CXX_SIZE_T CXX_ALIGN, "_Zna" CXX_SIZE_T CXX_ALIGN,
-    "_Znw" CXX_SIZE_T CXX_ALIGN CXX_NOTHROW, "_Zna" CXX_SIZE_T CXX_ALIGN CXX_NOTHROW,
+    "_Znw" PCM_CXX_SIZE_T, "_Zna" PCM_CXX_SIZE_T,
+    "_Znw" PCM_CXX_SIZE_T PCM_CXX_NOTHROW, "_Zna" PCM_CXX_SIZE_T PCM_CXX_NOTHROW,
+    "_Znw" PCM_CXX_SIZE_T PCM_CXX_ALIGN, "_Zna" PCM_CXX_SIZE_T PCM_CXX_ALIGN,
+    "_Znw" PCM_CXX_SIZE_T PCM_CXX_ALIGN PCM_CXX_NOTHROW, "_Zna" PCM_CXX_SIZE_T PCM_CXX_ALIGN PCM_CXX_NOTHROW,
 };
 static const char *const delete_names[] = {
     "_ZdlPv", "_ZdaPv",
-    "_ZdlPv" CXX_SIZE_T, "_ZdaPv" CXX_SIZE_T,
-    "_ZdlPv" CXX_NOTHROW, "_ZdaPv" CXX_NOTHROW,
-    "_ZdlPv" CXX_ALIGN, "_ZdaPv" CXX_ALIGN,
-    "_ZdlPv" CXX_SIZE_T CXX_ALIGN, "_ZdaPv" CXX_SIZE_T CXX_ALIGN,
-    "_ZdlPv" CXX_ALIGN CXX_NOTHROW, "_ZdaPv" CXX_ALIGN CXX_NOTHROW,
+    "_ZdlPv" PCM_CXX_SIZE_T, "_ZdaPv" PCM_CXX_SIZE_T,
+    "_ZdlPv" PCM_CXX_NOTHROW, "_ZdaPv" PCM_CXX_NOTHROW,
+    "_ZdlPv" PCM_CXX_ALIGN, "_ZdaPv" PCM_CXX_ALIGN,
+    "_ZdlPv" PCM_CXX_SIZE_T PCM_CXX_ALIGN, "_ZdaPv" PCM_CXX_SIZE_T PCM_CXX_ALIGN,
+    "_ZdlPv" PCM_CXX_ALIGN PCM_CXX_NOTHROW, "_ZdaPv" PCM_CXX_ALIGN PCM_CXX_NOTHROW,
 };
 #define COUNT(a) (sizeof(a) / sizeof(a)[0])
 
@@ -67,12 +67,12 @@ PCM_TEST(cxx_every_operator_binds_to_pcmalloc_with_libstdcxx_behind_it)
     for (size_t group = 0; group < 2; group++) {
         for (size_t i = 0; i < counts[group]; i++) {
             const char *name = names[group][i];
-            const char *provider = cxx_provider(RTLD_DEFAULT, name);
-            PCM_CHECK(cxx_from_pcmalloc(RTLD_DEFAULT, name), "%s binds to %s, not to libpcmalloc", name,
+            const char *provider = pcm_preload_provider(RTLD_DEFAULT, name);
+            PCM_CHECK(pcm_preload_from_pcmalloc(RTLD_DEFAULT, name), "%s binds to %s, not to libpcmalloc", name,
                       provider ? provider : "nothing");
             /* What a failing new goes on to (dlsym on a handle searches
              * that library and its dependencies only). */
-            PCM_CHECK(!cxx_from_pcmalloc(lib, name) && dlsym(lib, name) != NULL,
+            PCM_CHECK(!pcm_preload_from_pcmalloc(lib, name) && dlsym(lib, name) != NULL,
                       "libstdc++'s own %s is not there behind pcmalloc's", name);
         }
     }

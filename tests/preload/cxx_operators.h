@@ -13,9 +13,6 @@
 /* The parts of the mangled names (src/cxx_mangling.h: the test checks
  * that libstdc++ defines each name it makes of them). */
 #include "cxx_mangling.h"
-#define CXX_SIZE_T PCM_CXX_SIZE_T
-#define CXX_NOTHROW PCM_CXX_NOTHROW
-#define CXX_ALIGN PCM_CXX_ALIGN
 
 /* What no allocator can give: new fails at once, without mapping. */
 #define CXX_TOO_BIG (SIZE_MAX / 2)
@@ -26,19 +23,5 @@ typedef void *(*cxx_new_aligned_fn)(size_t, size_t);
 typedef void *(*cxx_new_aligned_nothrow_fn)(size_t, size_t, const void *);
 typedef void (*cxx_new_handler)(void);
 typedef cxx_new_handler (*cxx_set_new_handler_fn)(cxx_new_handler);
-
-/* The file that defines symbol `name` as `scope` resolves it, or NULL. */
-static inline const char *cxx_provider(void *scope, const char *name)
-{
-    Dl_info info;
-    void *sym = dlsym(scope, name);
-    return sym && dladdr(sym, &info) ? info.dli_fname : NULL;
-}
-
-static inline bool cxx_from_pcmalloc(void *scope, const char *name)
-{
-    const char *provider = cxx_provider(scope, name);
-    return provider && strstr(provider, "libpcmalloc");
-}
 
 #endif

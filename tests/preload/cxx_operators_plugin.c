@@ -42,8 +42,8 @@ static int new_without_runtime(void *unused)
     (void)unused;
     if (libstdcxx_loaded())
         return 3;
-    cxx_new_fn op_new = (cxx_new_fn)dlsym(RTLD_DEFAULT, "_Znw" CXX_SIZE_T);
-    if (!op_new || !cxx_from_pcmalloc(RTLD_DEFAULT, "_Znw" CXX_SIZE_T))
+    cxx_new_fn op_new = (cxx_new_fn)dlsym(RTLD_DEFAULT, "_Znw" PCM_CXX_SIZE_T);
+    if (!op_new || !pcm_preload_from_pcmalloc(RTLD_DEFAULT, "_Znw" PCM_CXX_SIZE_T))
         return 4;
     op_new(CXX_TOO_BIG);
     return 0; /* returned: wrong */
@@ -56,7 +56,7 @@ PCM_TEST(cxx_new_failing_with_no_cxx_runtime_dies_saying_so)
     struct pcm_test_child out = pcm_test_run_child(new_without_runtime, NULL, 60);
     PCM_REQUIRE(out.ran, "could not run the child");
     PCM_CHECK(out.signaled && out.signal == SIGABRT
-                  && strstr(out.text, "pcmalloc: _Znw" CXX_SIZE_T ": out of memory, and no C++ runtime"),
+                  && strstr(out.text, "pcmalloc: _Znw" PCM_CXX_SIZE_T ": out of memory, and no C++ runtime"),
               "the child %s %d (3: libstdc++ was loaded, 4: operator new is not pcmalloc's); stderr: \"%s\"",
               out.signaled ? "died of signal" : "exited with status", out.signaled ? out.signal : out.exit_status,
               out.text);
@@ -73,12 +73,12 @@ static int nothrow_new_in_local_runtime(void *unused)
     void *lib = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
     if (!lib)
         return 3;
-    cxx_new_nothrow_fn nothrow_new = (cxx_new_nothrow_fn)dlsym(lib, "_Znw" CXX_SIZE_T CXX_NOTHROW);
-    cxx_new_nothrow_fn nothrow_new_array = (cxx_new_nothrow_fn)dlsym(lib, "_Zna" CXX_SIZE_T CXX_NOTHROW);
+    cxx_new_nothrow_fn nothrow_new = (cxx_new_nothrow_fn)dlsym(lib, "_Znw" PCM_CXX_SIZE_T PCM_CXX_NOTHROW);
+    cxx_new_nothrow_fn nothrow_new_array = (cxx_new_nothrow_fn)dlsym(lib, "_Zna" PCM_CXX_SIZE_T PCM_CXX_NOTHROW);
     const void *tag = dlsym(lib, "_ZSt7nothrow");
     if (!nothrow_new || !nothrow_new_array || !tag)
         return 3;
-    if (!cxx_from_pcmalloc(RTLD_DEFAULT, "_Znw" CXX_SIZE_T))
+    if (!pcm_preload_from_pcmalloc(RTLD_DEFAULT, "_Znw" PCM_CXX_SIZE_T))
         return 4; /* not the case under test: libstdc++'s calls would not reach pcmalloc's new */
     if (nothrow_new(CXX_TOO_BIG, tag) != NULL || nothrow_new_array(CXX_TOO_BIG, tag) != NULL)
         return 5;

@@ -25,12 +25,20 @@
 /* pcmalloc's class for a 100-byte request (src/sizeclass.c). */
 #define PCM_PRELOAD_CLASS_OF_100 112u
 
-/* The file the dynamic linker takes malloc from, or NULL. */
-static inline const char *pcm_preload_malloc_provider(void)
+/* The file that defines `name` as `scope` (RTLD_DEFAULT: the process's
+ * calls) resolves it, or NULL. */
+static inline const char *pcm_preload_provider(void *scope, const char *name)
 {
     Dl_info info;
-    void *sym = dlsym(RTLD_DEFAULT, "malloc");
+    void *sym = dlsym(scope, name);
     return sym && dladdr(sym, &info) ? info.dli_fname : NULL;
+}
+
+/* Whether that file is libpcmalloc. */
+static inline bool pcm_preload_from_pcmalloc(void *scope, const char *name)
+{
+    const char *provider = pcm_preload_provider(scope, name);
+    return provider && strstr(provider, "libpcmalloc");
 }
 
 static inline size_t pcm_preload_usable_of_100(void)
@@ -44,21 +52,20 @@ static inline size_t pcm_preload_usable_of_100(void)
 /* True when all three signs of pcmalloc are there. */
 static inline bool pcm_preload_active(void)
 {
-    const char *provider = pcm_preload_malloc_provider();
-    return dlsym(RTLD_DEFAULT, "pcm_malloc") && provider && strstr(provider, "libpcmalloc")
+    return dlsym(RTLD_DEFAULT, "pcm_malloc") && pcm_preload_from_pcmalloc(RTLD_DEFAULT, "malloc")
            && pcm_preload_usable_of_100() == PCM_PRELOAD_CLASS_OF_100;
 }
 
 PCM_TEST(preload_pcmalloc_serves_malloc)
 {
-    const char *provider = pcm_preload_malloc_provider();
+    const char *provider = pcm_preload_provider(RTLD_DEFAULT, "malloc");
     if (!pcm_preload_active())
         pcm_test_printf("  NOT RUNNING ON PCMALLOC: start this program with "
                         "LD_PRELOAD=build/<ARCH>/libpcmalloc.so (as `make test` does);\n"
                         "  without it every other test here checks the C library's malloc instead\n");
     PCM_CHECK(dlsym(RTLD_DEFAULT, "pcm_malloc") != NULL, "pcm_malloc is not in the process: libpcmalloc.so is "
                                                          "not loaded");
-    PCM_CHECK(provider && strstr(provider, "libpcmalloc"), "malloc comes from %s, not libpcmalloc.so",
+    PCM_CHECK(pcm_preload_from_pcmalloc(RTLD_DEFAULT, "malloc"), "malloc comes from %s, not libpcmalloc.so",
               provider ? provider : "(unknown)");
     size_t usable = pcm_preload_usable_of_100();
     PCM_CHECK(usable == PCM_PRELOAD_CLASS_OF_100,
