@@ -598,6 +598,9 @@ int pcm_mallopt(int param, int value)
  * (Makefile): the tests link the allocator and keep libc's malloc. */
 __attribute__((visibility("default"))) void *malloc(size_t size) __attribute__((alias("pcm_malloc")));
 __attribute__((visibility("default"))) void free(void *p) __attribute__((alias("pcm_free")));
+/* Whoever links malloc from libpcmalloc.a gets preload.c's names too. */
+extern const char pcm_preload_linked __attribute__((visibility("hidden")));
+__attribute__((used)) static const char *const link_preload = &pcm_preload_linked;
 
 /* C++'s operator delete in every form - plain and array, sized, nothrow,
  * over-aligned - is free too, by the same alias (operator new is in

@@ -119,6 +119,14 @@ static void after_fork(void)
         pcm_heaps_unlock_all();
 }
 
+/* Linked from libpcmalloc.a, this object comes in only for a name the
+ * program asks for, and malloc and free live in api.c's: a program that
+ * calls malloc and free but not realloc would get glibc's realloc - and
+ * its libraries' reallocs of pcmalloc's objects would abort - and no fork
+ * handlers.  So api.c's object refers to this symbol, and brings this
+ * one with it; this one brings api.c's by its pcm_* calls. */
+__attribute__((visibility("hidden"))) const char pcm_preload_linked = 1;
+
 __attribute__((constructor)) static void pcm_preload_start(void)
 {
     pcm_ensure_init();

@@ -14,10 +14,16 @@
  * without pcmalloc.  The exception may pass through this file's frames:
  * it is built with unwind tables (-fexceptions, Makefile).
  *
+ * A fully static program (libpcmalloc.a, -static) has no dynamic symbols
+ * to find that operator by; there the loop runs here, with libstdc++'s
+ * std::get_new_handler and std::__throw_bad_alloc if the program linked
+ * them (weak references: static_runtime_new below).
+ *
  * Only in the shared library and libpcmalloc.a, like preload.c: the tests
  * link the allocator without it.
  */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "pcmalloc.h"
@@ -39,10 +45,47 @@ typedef void *(*new_nothrow_fn)(size_t, const void *);
 typedef void *(*new_aligned_fn)(size_t, size_t);
 typedef void *(*new_aligned_nothrow_fn)(size_t, size_t, const void *);
 
+/* libstdc++'s std::get_new_handler() and std::__throw_bad_alloc(), weak:
+ * never pulled in by this library, so a C program links libpcmalloc.a
+ * without libstdc++; a static C++ program that linked them has them. */
+typedef void (*new_handler_fn)(void);
+extern new_handler_fn cxx_get_new_handler(void) __asm__("_ZSt15get_new_handlerv") __attribute__((weak));
+extern void cxx_throw_bad_alloc(void) __asm__("_ZSt17__throw_bad_allocv") __attribute__((weak, noreturn));
+
+/* What libstdc++'s operator does after malloc failed, for a program whose
+ * runtime cannot be looked up (fully static): run the new handler and try
+ * again while there is one, then throw std::bad_alloc - or, for the
+ * nothrow forms, return NULL at once.  Their handler is not run: if it
+ * threw, C could not catch the exception, and it would leave a noexcept
+ * operator.  The handler is found if the program linked
+ * std::get_new_handler, which it did if it ever set one (the same object
+ * of libstdc++.a defines set_new_handler); std::bad_alloc is thrown if it
+ * linked __throw_bad_alloc, which std::vector and std::string bring
+ * (their __throw_length_error is its neighbour), and without it the
+ * process ends with a message. */
+static void *static_runtime_new(const char *name, size_t size, size_t alignment, bool nothrow)
+{
+    if (nothrow)
+        return NULL;
+    for (;;) {
+        new_handler_fn handler = cxx_get_new_handler ? cxx_get_new_handler() : NULL;
+        if (!handler)
+            break;
+        handler();
+        void *p = alignment ? pcm_memalign(alignment, size) : pcm_malloc(size);
+        if (p)
+            return p;
+    }
+    if (cxx_throw_bad_alloc)
+        cxx_throw_bad_alloc();
+    pcm_fatal("%s: out of memory, and no C++ runtime found to report it (std::bad_alloc)", name);
+}
+
 /* The C++ runtime's definition of `name`, which `self` (this library's)
- * hides.  The global scope has it after this library when the program is
- * C++; a C program's C++ plugin, dlopen'ed with RTLD_LOCAL, has it in its
- * own scope only, so that of the caller comes next. */
+ * hides, or NULL if there is none to be found.  The global scope has it
+ * after this library when the program is C++; a C program's C++ plugin,
+ * dlopen'ed with RTLD_LOCAL, has it in its own scope only, so that of the
+ * caller comes next. */
 static void *next_operator(const char *name, const void *self, const void *caller)
 {
     void *next = dlsym(RTLD_NEXT, name);
@@ -58,35 +101,38 @@ static void *next_operator(const char *name, const void *self, const void *calle
                 return next;
         }
     }
-    pcm_fatal("%s: out of memory, and no C++ runtime found to report it (std::bad_alloc)", name);
+    return NULL;
 }
 
 /* One operator: pcmalloc's allocation, and on failure the runtime's
- * operator of the same name, with the same arguments. */
-#define DEFINE_NEW(fn, name, fn_type, allocation, params, args)                                        \
+ * operator of the same name, with the same arguments (or, with no runtime
+ * to be found, static_runtime_new for it: `alignment` 0 for the forms
+ * without one). */
+#define DEFINE_NEW(fn, name, fn_type, allocation, params, args, alignment, nothrow)                    \
     PCM_EXPORT void *fn params __asm__(name);                                                          \
     void *fn params                                                                                    \
     {                                                                                                  \
         void *p = allocation;                                                                          \
         if (__builtin_expect(p != NULL, 1))                                                            \
             return p;                                                                                  \
-        return ((fn_type)next_operator(name, (const void *)fn, __builtin_return_address(0)))args;      \
+        fn_type next = (fn_type)next_operator(name, (const void *)fn, __builtin_return_address(0));    \
+        return next ? next args : static_runtime_new(name, size, alignment, nothrow);                  \
     }
 
-DEFINE_NEW(cxx_new, NEW, new_fn, pcm_malloc(size), (size_t size), (size))
-DEFINE_NEW(cxx_new_array, NEW_ARRAY, new_fn, pcm_malloc(size), (size_t size), (size))
+DEFINE_NEW(cxx_new, NEW, new_fn, pcm_malloc(size), (size_t size), (size), 0, false)
+DEFINE_NEW(cxx_new_array, NEW_ARRAY, new_fn, pcm_malloc(size), (size_t size), (size), 0, false)
 DEFINE_NEW(cxx_new_nothrow, NEW NOTHROW, new_nothrow_fn, pcm_malloc(size), (size_t size, const void *tag),
-           (size, tag))
+           (size, tag), 0, true)
 DEFINE_NEW(cxx_new_array_nothrow, NEW_ARRAY NOTHROW, new_nothrow_fn, pcm_malloc(size),
-           (size_t size, const void *tag), (size, tag))
+           (size_t size, const void *tag), (size, tag), 0, true)
 /* The alignment is a power of two (the language guarantees it); memalign
  * takes any size with it, where C11's aligned_alloc would want a multiple. */
 DEFINE_NEW(cxx_new_aligned, NEW ALIGN, new_aligned_fn, pcm_memalign(alignment, size),
-           (size_t size, size_t alignment), (size, alignment))
+           (size_t size, size_t alignment), (size, alignment), alignment, false)
 DEFINE_NEW(cxx_new_array_aligned, NEW_ARRAY ALIGN, new_aligned_fn, pcm_memalign(alignment, size),
-           (size_t size, size_t alignment), (size, alignment))
+           (size_t size, size_t alignment), (size, alignment), alignment, false)
 DEFINE_NEW(cxx_new_aligned_nothrow, NEW ALIGN NOTHROW, new_aligned_nothrow_fn, pcm_memalign(alignment, size),
-           (size_t size, size_t alignment, const void *tag), (size, alignment, tag))
+           (size_t size, size_t alignment, const void *tag), (size, alignment, tag), alignment, true)
 DEFINE_NEW(cxx_new_array_aligned_nothrow, NEW_ARRAY ALIGN NOTHROW, new_aligned_nothrow_fn,
            pcm_memalign(alignment, size), (size_t size, size_t alignment, const void *tag),
-           (size, alignment, tag))
+           (size, alignment, tag), alignment, true)
