@@ -598,6 +598,10 @@ int pcm_mallopt(int param, int value)
  * (Makefile): the tests link the allocator and keep libc's malloc. */
 __attribute__((visibility("default"))) void *malloc(size_t size) __attribute__((alias("pcm_malloc")));
 __attribute__((visibility("default"))) void free(void *p) __attribute__((alias("pcm_free")));
+/* The same under glibc's second names (preload.c: ALSO_NAMED). */
+__attribute__((visibility("default"))) void *__libc_malloc(size_t size) __attribute__((alias("pcm_malloc")));
+__attribute__((visibility("default"))) void __libc_free(void *p) __attribute__((alias("pcm_free")));
+__attribute__((visibility("default"))) void cfree(void *p) __attribute__((alias("pcm_free")));
 /* Whoever links malloc from libpcmalloc.a gets preload.c's names too. */
 extern const char pcm_preload_linked __attribute__((visibility("hidden")));
 __attribute__((used)) static const char *const link_preload = &pcm_preload_linked;

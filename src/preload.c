@@ -105,6 +105,25 @@ PCM_EXPORT int mallopt(int param, int value)
     return pcm_mallopt(param, value);
 }
 
+/* glibc exports its allocator under a second set of names, which some
+ * programs and libraries call directly; an old binary may still call
+ * cfree.  Each is pcmalloc's function here too (tcmalloc and mimalloc
+ * do the same): otherwise such a call would hand glibc's allocator
+ * pcmalloc's objects, or pcmalloc glibc's.  (__libc_malloc, __libc_free
+ * and cfree: api.c.) */
+#define ALSO_NAMED(name, function, type, params) \
+    PCM_EXPORT type name params __attribute__((alias(#function), copy(function)));
+ALSO_NAMED(__libc_calloc, calloc, void *, (size_t count, size_t size))
+ALSO_NAMED(__libc_realloc, realloc, void *, (void *p, size_t size))
+ALSO_NAMED(__libc_memalign, memalign, void *, (size_t alignment, size_t size))
+ALSO_NAMED(__libc_valloc, valloc, void *, (size_t size))
+ALSO_NAMED(__libc_pvalloc, pvalloc, void *, (size_t size))
+ALSO_NAMED(__libc_mallopt, mallopt, int, (int param, int value))
+PCM_EXPORT struct mallinfo __libc_mallinfo(void) /* (an alias would copy glibc's deprecation) */
+{
+    return pcm_mallinfo();
+}
+
 /* fork: the child gets one thread, so a heap lock another thread held at
  * the fork would stay taken forever there; take them all around it. */
 static void before_fork(void)
