@@ -67,7 +67,7 @@ BENCHMARKS = [
         "Workload 4: each thread draws k in 1..32 and either mallocs k objects of 16..512 bytes "
         "and pushes them, or pops up to k and frees them: almost every free is remote. "
         "Objects made (and freed) per second; higher is better.",
-        True, {"draws": 1500000}, {"draws": 500000}),
+        True, {"draws": 1000000}, {"draws": 500000}),
     Benchmark(
         "larson", "larson", "Larson server simulation",
         "Each thread replaces random objects (16..400 bytes) in a table of 1000; after each of "
@@ -90,7 +90,7 @@ BENCHMARKS = [
         "Half of the threads malloc batches of 100 objects of 16..256 bytes, the other half free "
         "them (one thread: it frees its own). Every free is remote. Objects per second; "
         "higher is better.",
-        True, {"objects": 10000000}, {"objects": 2000000}),
+        True, {"objects": 6000000}, {"objects": 2000000}),
     Benchmark(
         "threadtest", "threadtest", "threadtest (private batches)",
         "Each thread mallocs a batch of 1000 64-byte objects, then frees them all, again and "
@@ -108,7 +108,7 @@ BENCHMARKS = [
         "Each thread replaces random objects in a table of 200, with sizes 16 B..1 KiB (84%), "
         "1..64 KiB (15%) and 64 KiB..4 MiB (1%), writing every page it gets. "
         "Replacements per second; higher is better.",
-        True, {"ops": 300000}, {"ops": 100000}),
+        True, {"ops": 200000}, {"ops": 100000}),
     Benchmark(
         "fragmentation", "fragmentation", "Fragmentation: 1 in 100 objects long-lived, the rest freed",
         "One thread allocates a million objects of 16..512 bytes, keeps one in 100 at random and "
