@@ -36,8 +36,7 @@ static volatile pcm_word_t prepare_lock;
  * more (tests/unit/cache_limit.c); a refill of a class above 64 KiB may
  * empty the others' caches (heap.h: pcm_heap_big_idle_over).  It starts
  * at 8 KiB's worth (heap.h: pcm_heap_flushed_locked); a refill or a flush
- * moves half its limit, at most 64 objects, at least one (a class's first
- * refills less: RAMP_STEPS). */
+ * moves half its limit, at most 64 objects, at least one. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 #define CACHE_BYTES (64u * 1024)
 #define CACHE_START_BYTES (8u * 1024)
@@ -46,19 +45,7 @@ struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 #define BATCH_MAX 64u
 /* Flushes in a row, with no refill, before a cache's limit halves. */
 #define SHRINK_AFTER 16u
-/* A heap's adapt byte per class: the flushes in a row (below
- * SHRINK_AFTER), how far the refills have ramped up, and whether a refill
- * came since the last flush. */
-#define ADAPT_FLUSHES 0x1fu
-#define ADAPT_RAMP_SHIFT 5u
-#define ADAPT_RAMP (3u << ADAPT_RAMP_SHIFT)
 #define ADAPT_REFILLED 0x80u
-_Static_assert(SHRINK_AFTER - 1 <= ADAPT_FLUSHES, "the flush count fits its bits");
-/* The first refills of a class on a heap move 1/8, 1/4 and 1/2 of the
- * batch, then the whole: a program that asks for a few objects of many
- * classes (most processes) commits a few hundred bytes a class, not 4 KiB,
- * and one that keeps asking reaches the full batch three refills later. */
-#define RAMP_STEPS 3u
 
 static uint32_t clamp_limit(uint32_t limit)
 {
@@ -197,27 +184,24 @@ void pcm_heap_set_limits(struct pcm_heap *h, bool open)
 
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
 {
-    unsigned ramp = h->adapt[cls] & ADAPT_RAMP;
-    if (ramp >> ADAPT_RAMP_SHIFT < RAMP_STEPS)
-        ramp += 1u << ADAPT_RAMP_SHIFT;
-    h->adapt[cls] = (uint8_t)(ADAPT_REFILLED | ramp); /* (the flushes in a row: none now) */
+    h->adapt[cls] = ADAPT_REFILLED;
 }
 
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
 {
     uint32_t limit = pcm_bin_limit(&h->bins[cls]);
     uint32_t most = pcm_bin_shapes[cls].limit, start = pcm_bin_shapes[cls].start;
-    unsigned adapt = h->adapt[cls], flushes = adapt & ADAPT_FLUSHES;
+    unsigned adapt = h->adapt[cls];
     if (adapt & ADAPT_REFILLED) {
-        flushes = 0;
+        adapt = 0;
         if (limit && limit < most) /* (0: stopped by a drain, left to it) */
             pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
-    } else if (++flushes == SHRINK_AFTER) {
-        flushes = 0;
+    } else if (++adapt == SHRINK_AFTER) {
+        adapt = 0;
         if (limit > start)
             pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);
     }
-    h->adapt[cls] = (uint8_t)((adapt & ADAPT_RAMP) | flushes);
+    h->adapt[cls] = (uint8_t)adapt;
 }
 
 uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls)
@@ -230,13 +214,6 @@ unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
 {
     uint32_t batch = pcm_heap_room(h, cls) / 2;
     return batch > BATCH_MAX ? BATCH_MAX : batch ? batch : 1;
-}
-
-unsigned pcm_heap_refill_batch(const struct pcm_heap *h, unsigned cls)
-{
-    unsigned ramp = (h->adapt[cls] & ADAPT_RAMP) >> ADAPT_RAMP_SHIFT;
-    unsigned batch = pcm_heap_batch(h, cls) >> (RAMP_STEPS - ramp);
-    return batch ? batch : 1;
 }
 
 bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls)

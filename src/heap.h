@@ -244,9 +244,6 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls);
 /* Objects a refill moves into h's cache of cls, or a flush takes out of
  * it: half its limit now, at most 64 and at least 1. */
 unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls);
-/* Objects a refill of h's cache of cls cuts from the spans: the batch,
- * less for the class's first refills on h (heap.c: RAMP_STEPS). */
-unsigned pcm_heap_refill_batch(const struct pcm_heap *h, unsigned cls);
 /* The most objects h's cache of class cls holds now: its limit, or its
  * shape's start while a drain has it stopped. */
 uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls);

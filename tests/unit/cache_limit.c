@@ -121,50 +121,6 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
     sched_setaffinity(0, sizeof saved, &saved);
 }
 
-/* A class's first refills on a heap cut 1/8, 1/4 and 1/2 of its batch
- * from the spans, then the whole batch from then on (heap.c: RAMP_STEPS):
- * a process that wants a few objects of a class writes a few hundred bytes
- * of its spans, not a batch's 4 KiB. */
-#define RAMP_SIZE 208u /* a class no other test here uses: its first refills */
-#define RAMP_REFILLS 5u
-
-PCM_TEST(cache_first_refills_of_a_class_cut_less)
-{
-    pcm_free(pcm_malloc(1)); /* initialised: the path chosen */
-    cpu_set_t saved;
-    if (!pin_to_first_cpu(&saved))
-        return;
-    unsigned cls = pcm_size_class(RAMP_SIZE);
-    struct pcm_heap *h = pcm_heap_current();
-    PCM_REQUIRE(h->stats.served[cls] == 0, "the %u-byte class already served %lu objects on this heap", RAMP_SIZE,
-                (unsigned long)h->stats.served[cls]);
-    unsigned batch = pcm_heap_batch(h, cls);
-    PCM_REQUIRE(batch >= 8, "the %u-byte class's batch is %u, too small to see a ramp", RAMP_SIZE, batch);
-    unsigned want[RAMP_REFILLS] = {batch / 8, batch / 4, batch / 2, batch, batch};
-    unsigned cut[RAMP_REFILLS], refills = 0, held = 0;
-    pcm_word_t served = 0;
-    while (refills < RAMP_REFILLS && held < MANY) {
-        objects[held] = pcm_malloc(RAMP_SIZE);
-        PCM_REQUIRE(objects[held], "out of memory at object %u", held);
-        memset(objects[held++], 0x5A, RAMP_SIZE);
-        if (h->stats.served[cls] != served) {
-            cut[refills++] = (unsigned)(h->stats.served[cls] - served);
-            served = h->stats.served[cls];
-        }
-    }
-    pcm_test_printf("  %s path, %u-byte class: refills of %u, %u, %u, %u, %u (batch %u)\n", pcm_fast_path_name(),
-                    RAMP_SIZE, cut[0], cut[1], cut[2], cut[3], cut[4], batch);
-    for (unsigned i = 0; i < RAMP_REFILLS; i++)
-        PCM_CHECK(cut[i] == want[i], "refill %u cut %u objects, not %u", i + 1, cut[i], want[i]);
-    for (unsigned i = 0; i < held; i++) {
-        for (unsigned b = 0; b < RAMP_SIZE; b++)
-            PCM_REQUIRE(((unsigned char *)objects[i])[b] == 0x5A, "object %u (%p) byte %u overwritten", i, objects[i],
-                        b);
-        pcm_free(objects[i]);
-    }
-    sched_setaffinity(0, sizeof saved, &saved);
-}
-
 /* Every class's cache is bounded in bytes - 64 KiB, or one object of a
  * class above that - so a CPU's caches together stay under PER_CPU_MOST
  * however many classes a program uses; a floor of 4 objects a class had
