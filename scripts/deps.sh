@@ -5,7 +5,7 @@
 set -eu
 default_packages=(
     make gcc libc6-dev binutils            # the host build
-    g++                                    # C++ programs linked with libpcmalloc.a (tests/drop_in/static_cxx.sh)
+    g++                                    # C++ programs linked with libpcmalloc.a (tests/drop_in/static_link.sh)
     gcc-i686-linux-gnu libc6-dev-i386-cross binutils-i686-linux-gnu         # ARCH=x86
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu  # ARCH=arm64
     qemu-user                              # running the cross builds' tests
