@@ -2,7 +2,8 @@
 # tests/drop_in/static_link.sh - programs linked with libpcmalloc.a.
 #   - A C program that calls malloc and free but not realloc still gets
 #     all of pcmalloc's names (src/preload.c: pcm_preload_linked), so its
-#     C library's own reallocs (open_memstream's buffer) stay pcmalloc's;
+#     C library's own reallocs (open_memstream's buffer) stay pcmalloc's,
+#     and the report at exit (PCMALLOC_STATS) comes with them;
 #     dynamically linked and fully static (-static), which glibc's
 #     malloc.o must then not join.
 #   - A C++ program: pcmalloc's operator new serves it, and out of memory
@@ -123,6 +124,8 @@ for link in dynamic static; do
         check "c_${link}_exits_0" test $? -eq 0
         check "c_${link}_output" contains "$work/out" "1088890 bytes"
         check "c_${link}_served_by_pcmalloc" contains "$work/err" "pcmalloc: pcmalloc $VERSION"
+        PCMALLOC_STATS=1 "$work/c_$link" >/dev/null 2>"$work/err" # (the report: preload.c's, brought along)
+        check "c_${link}_reports_at_exit" contains "$work/err" "pcmalloc: statistics of pcmalloc $VERSION"
     fi
 done
 
