@@ -34,6 +34,10 @@ void *pcm_os_map_sparse(size_t bytes);
  */
 void *pcm_os_map_aligned(size_t bytes, size_t alignment);
 
+/* Unmapping, decommitting and moving work on at most this many bytes a
+ * system call, cut at its multiples (os_linux.c says why). */
+#define PCM_OS_PIECE_BYTES ((size_t)2 << 20)
+
 /* Give back a mapping or any page-aligned part of one.  p == NULL is a
  * no-op.  Only for memory no other thread may still read: see decommit. */
 void pcm_os_unmap(void *p, size_t bytes);
@@ -74,9 +78,12 @@ bool pcm_os_random(void *buf, size_t len);
  * NULL + ENOMEM if the pages above it are taken. */
 void *pcm_os_remap_in_place(void *p, size_t old_bytes, size_t new_bytes);
 
-/* Move a mapping onto `target` (page-aligned, new_bytes long, normally a
- * reservation of ours, which it replaces), resized to new_bytes, without
- * copying.  Returns target, or NULL + ENOMEM leaving both as they were. */
+/* Move a mapping onto `target` (page-aligned, new_bytes >= old_bytes
+ * long, normally a reservation of ours, which it replaces), resized to
+ * new_bytes, without copying: the first old_bytes hold p's contents, the
+ * rest reads as zeros, p's range is unmapped.  Returns target, or NULL +
+ * ENOMEM leaving both as they were.  (Moved in pieces: if the kernel
+ * refuses after the first, the rest is copied, so it still succeeds.) */
 void *pcm_os_remap_fixed(void *p, size_t old_bytes, size_t new_bytes, void *target);
 
 /* The kernel's page size (4 KiB on x86; 4, 16 or 64 KiB on arm64). */

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -220,6 +221,139 @@ PCM_TEST(os_remap_fixed_moves_without_losing_contents)
     PCM_CHECK(same, "contents lost moving");
     PCM_CHECK(all_bytes(q + 2 * page, 62 * page, 0), "grown part not zero");
     pcm_os_unmap(q, 64 * page);
+}
+
+/* A byte of a pattern that differs from page to page and piece to piece. */
+static unsigned char pattern_byte(size_t i)
+{
+    return (unsigned char)(i * 7 + (i >> 12) * 13 + 3);
+}
+
+static bool holds_pattern(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != pattern_byte(i))
+            return false;
+    return true;
+}
+
+/* A source of 5 MiB and 3 pages, aligned to a piece, and a 9 MiB target
+ * reservation: the move takes three pieces (2, 2 and 1 MiB + 3 pages, the
+ * last grown by 4 MiB - 3 pages onto the reservation). */
+struct move_case {
+    unsigned char *source, *target;
+    size_t old_bytes, new_bytes;
+};
+
+static struct move_case move_case_make(void)
+{
+    size_t page = pcm_os_page_size();
+    struct move_case m = {NULL, NULL, 5 * PCM_OS_PIECE_BYTES / 2 + 3 * page, 9 * PCM_OS_PIECE_BYTES / 2};
+    m.source = pcm_os_map_aligned(m.old_bytes, PCM_OS_PIECE_BYTES);
+    m.target = pcm_os_map_aligned(m.new_bytes, PCM_OS_PIECE_BYTES);
+    if (m.source && m.target) {
+        for (size_t i = 0; i < m.old_bytes; i++)
+            m.source[i] = pattern_byte(i);
+        memset(m.target, 0x55, m.new_bytes); /* the reservation's old contents must not show */
+    }
+    return m;
+}
+
+/* After a move by whatever means: target holds the pattern, then zeros;
+ * the source range is mapped no more. */
+static void move_case_check(struct move_case m, unsigned long long mapped_before, const char *how)
+{
+    PCM_CHECK(holds_pattern(m.target, m.old_bytes), "%s: contents lost moving", how);
+    PCM_CHECK(all_bytes(m.target + m.old_bytes, m.new_bytes - m.old_bytes, 0), "%s: grown part not zero", how);
+    unsigned long long after = mapped_bytes();
+    PCM_CHECK(mapped_before == 0 || mapped_before - after == m.old_bytes,
+              "%s: %llu bytes fewer mapped, want the source's %zu", how, mapped_before - after, m.old_bytes);
+    pcm_os_unmap(m.target, m.new_bytes);
+}
+
+PCM_TEST(os_remap_fixed_moves_in_pieces)
+{
+    struct move_case m = move_case_make();
+    PCM_REQUIRE(m.source && m.target, "map failed");
+    unsigned long long before = mapped_bytes();
+    pcm_os_fault_arm(PCM_OS_CALL_MREMAP, LONG_MAX, false); /* count only */
+    unsigned char *q = pcm_os_remap_fixed(m.source, m.old_bytes, m.new_bytes, m.target);
+    unsigned long calls = pcm_os_fault_seen(PCM_OS_CALL_MREMAP);
+    pcm_os_fault_disarm();
+    PCM_REQUIRE(q == m.target, "remap_fixed gave %p, not the target %p (errno %d)", (void *)q, (void *)m.target,
+                errno);
+    PCM_CHECK(calls == 3, "moved in %lu calls, want 3 of at most %zu bytes", calls, PCM_OS_PIECE_BYTES);
+    move_case_check(m, before, "in pieces");
+}
+
+PCM_TEST(os_remap_fixed_refused_part_way_copies)
+{
+    /* The second piece's mremap refused: the first has moved, so the rest
+     * is copied and the call still succeeds. */
+    struct move_case m = move_case_make();
+    PCM_REQUIRE(m.source && m.target, "map failed");
+    unsigned long long before = mapped_bytes();
+    pcm_os_fault_arm(PCM_OS_CALL_MREMAP, 2, false);
+    unsigned char *q = pcm_os_remap_fixed(m.source, m.old_bytes, m.new_bytes, m.target);
+    pcm_os_fault_disarm();
+    PCM_REQUIRE(q == m.target, "remap_fixed gave %p, not the target %p (errno %d)", (void *)q, (void *)m.target,
+                errno);
+    move_case_check(m, before, "refused part way");
+
+    /* Refused at once: NULL + ENOMEM, both as they were. */
+    m = move_case_make();
+    PCM_REQUIRE(m.source && m.target, "map failed");
+    pcm_os_fault_arm(PCM_OS_CALL_MREMAP, 1, false);
+    errno = 0;
+    q = pcm_os_remap_fixed(m.source, m.old_bytes, m.new_bytes, m.target);
+    pcm_os_fault_disarm();
+    PCM_CHECK(q == NULL && errno == ENOMEM, "refused move: %p errno %d", (void *)q, errno);
+    PCM_CHECK(holds_pattern(m.source, m.old_bytes), "a refused move damaged the source");
+    PCM_CHECK(all_bytes(m.target, m.new_bytes, 0x55), "a refused move damaged the target");
+    pcm_os_unmap(m.source, m.old_bytes);
+    pcm_os_unmap(m.target, m.new_bytes);
+}
+
+PCM_TEST(os_decommit_and_unmap_in_pieces)
+{
+    /* From a page past a piece boundary, 2 pieces and 2 pages: calls of
+     * piece - page, piece and 3 pages... */
+    size_t page = pcm_os_page_size(), piece = PCM_OS_PIECE_BYTES;
+    unsigned char *base = pcm_os_map_aligned(4 * piece, piece);
+    PCM_REQUIRE(base != NULL, "map failed");
+    unsigned char *p = base + page;
+    size_t bytes = 2 * piece + 2 * page;
+    memset(base, 0xab, 4 * piece);
+    pcm_os_fault_arm(PCM_OS_CALL_MADVISE, LONG_MAX, false);
+    bool ok = pcm_os_decommit(p, bytes);
+    unsigned long calls = pcm_os_fault_seen(PCM_OS_CALL_MADVISE);
+    pcm_os_fault_disarm();
+    PCM_CHECK(ok, "decommit failed, errno %d", errno);
+    PCM_CHECK(calls == 3, "decommitted in %lu calls, want 3", calls);
+    PCM_CHECK(all_bytes(base, page, 0xab) && all_bytes(p + bytes, 4 * piece - page - bytes, 0xab),
+              "decommit reached outside its range");
+    PCM_CHECK(all_bytes(p, bytes, 0), "decommitted range not zero");
+
+    /* ...and a refusal of the second piece: false, the first piece
+     * dropped, the rest untouched. */
+    memset(base, 0xcd, 4 * piece);
+    pcm_os_fault_arm(PCM_OS_CALL_MADVISE, 2, false);
+    errno = 0;
+    ok = pcm_os_decommit(p, bytes);
+    pcm_os_fault_disarm();
+    PCM_CHECK(!ok && errno == ENOMEM, "refused decommit: %d errno %d", ok, errno);
+    PCM_CHECK(all_bytes(p, piece - page, 0) && all_bytes(p + piece - page, bytes - (piece - page), 0xcd),
+              "a decommit refused at its second piece");
+
+    /* Unmapped piece by piece, all of it. */
+    unsigned long long before = mapped_bytes();
+    pcm_os_unmap(p, bytes);
+    PCM_CHECK(before == 0 || before - mapped_bytes() == bytes, "unmapped %llu bytes, want %zu",
+              before - mapped_bytes(), bytes);
+    PCM_CHECK(all_bytes(base, page, 0xcd) && all_bytes(p + bytes, 4 * piece - page - bytes, 0xcd),
+              "unmap reached outside its range");
+    pcm_os_unmap(base, page);
+    pcm_os_unmap(p + bytes, 4 * piece - page - bytes);
 }
 
 PCM_TEST(os_remap_in_place_keeps_the_address)
