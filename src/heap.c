@@ -35,7 +35,7 @@ static volatile pcm_word_t prepare_lock;
  * caches hold at most 9.2 MiB (tests/unit/cache_limit.c).  The floor of 4
  * lets a program take and give back a few buffers of 16..64 KiB at a time
  * without a refill and a flush each time (threadtest's loop with batches
- * of 3 objects of 40,000 bytes: 35 M objects/s without it, 138 M with it,
+ * of 3 objects of 40,000 bytes: 34 M objects/s without it, 136 M with it,
  * tcmalloc 151 M); above 64 KiB it let those 18 classes alone hold 9 MiB
  * more, and a refill of a class above 64 KiB may empty the others' caches
  * (heap.h: pcm_heap_big_idle_over).  A cache starts at 8 KiB's worth

@@ -165,16 +165,17 @@ void *pcm_os_map_aligned(size_t bytes, size_t alignment)
 /*
  * Pages are dropped, unmapped and moved at most PCM_OS_PIECE_BYTES to a
  * system call, cut at multiples of it (os.h).  Why: a call that zaps or
- * moves more than 4 MiB of resident pages made the whole process's pages
- * slow on the next touch in the sandboxed VMs we are measured on (PVM,
- * shadow page tables): about 20,000 cycles each, with no page fault the
- * kernel counts - the hypervisor drops its shadow of every page table of
- * the process and rebuilds it on touch.  Measured with tests of our own:
- * after one madvise(MADV_DONTNEED), munmap or mremap move of 8 MiB, all
- * 2048 pages of another 8 MiB mapping were slow; after the same 8 MiB in
- * 2 MiB calls, 0 to 4 were.  In mixed sizes (one thread) a single 4 MiB
- * move cost some 5,500 such touches.  On bare metal the pieces cost a
- * system call per 2 MiB, against the kernel's work on 512 pages each.
+ * moves about 4 MiB or more of resident pages made all of the process's
+ * pages slow on their next touch in the sandboxed VMs we are measured on
+ * (PVM, shadow page tables): about 20,000 cycles each, with no page fault
+ * the kernel counts (our reading: the hypervisor drops its shadow of the
+ * process's page tables and rebuilds it page by page).  Measured with
+ * tests of our own: after one madvise(MADV_DONTNEED), munmap or mremap
+ * move of 8 MiB, all 2048 pages of another 8 MiB mapping were slow; after
+ * the same 8 MiB in 2 MiB calls, 0 to 4 were.  In mixed sizes (one
+ * thread) a single 4 MiB move cost some 5,500 such touches.  On bare metal
+ * the pieces cost a system call per 2 MiB, against the kernel's work on
+ * 512 pages each.
  */
 static uintptr_t piece_end(uintptr_t at, uintptr_t end)
 {
