@@ -2,8 +2,9 @@
 # tests/abi/exported_symbols.sh NM LIB - libpcmalloc.so must export exactly
 # the names in exported_symbols.txt: the malloc family (also under glibc's
 # __libc_* names, and cfree), C++'s operators new and delete and the pcm_*
-# API, nothing internal (everything else is built with -fvisibility=hidden).  @SIZE_T@ in a C++ name is size_t's code in
-# the mangling: m on a 64-bit target, j on a 32-bit one.
+# API, nothing internal (everything else is built with -fvisibility=hidden).
+# @SIZE_T@ in a C++ name is size_t's code in the mangling: m on a 64-bit
+# target, j on a 32-bit one.
 set -u
 nm_tool=$1
 lib=$2
