@@ -110,6 +110,48 @@ PCM_TEST(death_free_of_an_object_never_handed_out)
                  "invalid pointer");
 }
 
+static void free_slot_on_a_later_page_never_handed_out(void)
+{
+    /* The same on a page of the span past its first: a 4096-byte
+     * object's span has 8 pages and a refill cuts one or two, so its last
+     * slot was never cut. */
+    char *p = pcm_malloc(4096);
+    struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
+    uint32_t last = pcm_span_capacity(span) - 1;
+    if (span->object_size != 4096 || span->carved > last)
+        _exit(SETUP_FAILED);
+    pcm_free(about_to_misuse((void *)(span->start + (uintptr_t)last * span->object_size)));
+}
+
+PCM_TEST(death_free_of_an_object_never_handed_out_on_a_later_page)
+{
+    expect_death("free of the last 4096-byte slot of a span that cut one", free_slot_on_a_later_page_never_handed_out,
+                 "free", "invalid pointer");
+}
+
+static void free_next_slot_on_a_page_cut_in_part(void)
+{
+    /* The slot next to the last one cut, on a later page of the span
+     * where cutting stopped part way: the check counts objects cut, not
+     * pages touched. */
+    char *p;
+    struct pcm_span *span;
+    do {
+        p = pcm_malloc(16);
+        span = pcm_span_of(pcm_segment_of(p), p);
+    } while (span->carved * span->object_size < PCM_PAGE_SIZE + 64 || span->carved >= pcm_span_capacity(span));
+    uintptr_t next = span->start + (uintptr_t)span->carved * span->object_size;
+    if (next % PCM_PAGE_SIZE == 0)
+        _exit(SETUP_FAILED);
+    pcm_free(about_to_misuse((void *)next));
+}
+
+PCM_TEST(death_free_of_an_object_never_handed_out_on_a_page_cut_in_part)
+{
+    expect_death("free of the first uncut 16-byte slot, past the span's first page",
+                 free_next_slot_on_a_page_cut_in_part, "free", "invalid pointer");
+}
+
 static void free_segment_header(void)
 {
     /* The start of the segment holding a small object: pcmalloc's own
