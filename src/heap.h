@@ -52,10 +52,14 @@
  * as slow), and a foreign object, once handed out, takes the free's slow
  * half again at each later free there (larson at 2 threads, objects of
  * 16..400 bytes: 4.9e7 replacements/s with those of 128 bytes and up
- * cached, 7.8e7 with all sent home).  Larger objects go into the cache of
- * the CPU that freed them, where their lines are warm and the slow half
- * is small beside the program's use of them (mixed sizes at 16 threads:
- * 3.4e6 ops/s with them sent home, 4.3e6 cached). */
+ * cached, 7.8e7 with all sent home).  Without that slow half - classes
+ * of whole cache lines (64, 128, 192 ... bytes) pushed onto the cache of
+ * any CPU by free's fast path itself - larson at 2 threads still fell
+ * from 1.20e8 to 0.88e8, though lifo with 64-byte objects rose from 3.2e6
+ * to 3.4e6 (tcmalloc's 3.4e6; medians of 5).  Larger objects go into the
+ * cache of the CPU that freed them, where their lines are warm and the
+ * slow half is small beside the program's use of them (mixed sizes at 16
+ * threads: 3.4e6 ops/s with them sent home, 4.3e6 cached). */
 #define PCM_FOREIGN_CACHED_MIN 1024u
 /* The classes below that size: 16..128 in 16-byte steps, then 8 per
  * doubling (sizeclass.h); checked by tests/unit/fast_path.c. */
