@@ -90,18 +90,23 @@ PCM_TEST(death_free_of_an_unaligned_pointer_into_a_small_object)
     expect_death("free(p + 1) of a 24-byte object", free_unaligned_small_pointer, "free", "invalid pointer");
 }
 
-static void free_object_never_handed_out(void)
+/* The span 16-byte objects come from, once it has cut at least `least`
+ * of them and still has uncut ones (a refill cuts 64 of 1024), and its
+ * first slot not cut yet: a well-formed address no malloc ever returned. */
+static char *first_uncut_16_byte_slot(uint32_t least)
 {
-    /* An object boundary past what the span has cut so far: a well-formed
-     * address no malloc ever returned.  Allocate 16-byte objects until
-     * their span still has uncut objects (a refill cuts 64 of 1024). */
-    char *p;
     struct pcm_span *span;
     do {
-        p = pcm_malloc(16);
+        char *p = pcm_malloc(16);
         span = pcm_span_of(pcm_segment_of(p), p);
-    } while (span->carved >= pcm_span_capacity(span));
-    pcm_free(about_to_misuse((void *)(span->start + (uintptr_t)span->carved * span->object_size)));
+    } while (span->carved < least || span->carved >= pcm_span_capacity(span));
+    return (char *)(span->start + (uintptr_t)span->carved * span->object_size);
+}
+
+static void free_object_never_handed_out(void)
+{
+    /* An object boundary past what the span has cut so far. */
+    pcm_free(about_to_misuse(first_uncut_16_byte_slot(0)));
 }
 
 PCM_TEST(death_free_of_an_object_never_handed_out)
@@ -134,16 +139,10 @@ static void free_next_slot_on_a_page_cut_in_part(void)
     /* The slot next to the last one cut, on a later page of the span
      * where cutting stopped part way: the check counts objects cut, not
      * pages touched. */
-    char *p;
-    struct pcm_span *span;
-    do {
-        p = pcm_malloc(16);
-        span = pcm_span_of(pcm_segment_of(p), p);
-    } while (span->carved * span->object_size < PCM_PAGE_SIZE + 64 || span->carved >= pcm_span_capacity(span));
-    uintptr_t next = span->start + (uintptr_t)span->carved * span->object_size;
-    if (next % PCM_PAGE_SIZE == 0)
+    char *next = first_uncut_16_byte_slot((PCM_PAGE_SIZE + 64) / 16);
+    if ((uintptr_t)next % PCM_PAGE_SIZE == 0)
         _exit(SETUP_FAILED);
-    pcm_free(about_to_misuse((void *)next));
+    pcm_free(about_to_misuse(next));
 }
 
 PCM_TEST(death_free_of_an_object_never_handed_out_on_a_page_cut_in_part)
