@@ -130,7 +130,7 @@ static void free_slot_on_a_later_page_never_handed_out(void)
 
 PCM_TEST(death_free_of_an_object_never_handed_out_on_a_later_page)
 {
-    expect_death("free of the last 4096-byte slot of a span that cut one", free_slot_on_a_later_page_never_handed_out,
+    expect_death("free of the last 4096-byte slot of a span that cut a few", free_slot_on_a_later_page_never_handed_out,
                  "free", "invalid pointer");
 }
 
