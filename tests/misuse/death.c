@@ -90,9 +90,9 @@ PCM_TEST(death_free_of_an_unaligned_pointer_into_a_small_object)
     expect_death("free(p + 1) of a 24-byte object", free_unaligned_small_pointer, "free", "invalid pointer");
 }
 
-/* The span 16-byte objects come from, once it has cut at least `least`
- * of them and still has uncut ones (a refill cuts 64 of 1024), and its
- * first slot not cut yet: a well-formed address no malloc ever returned. */
+/* The first slot not cut yet in the span 16-byte objects come from, once
+ * that span has cut at least `least` of them and has uncut ones left (a
+ * refill cuts 64 of 1024): a well-formed address no malloc ever returned. */
 static char *first_uncut_16_byte_slot(uint32_t least)
 {
     struct pcm_span *span;
@@ -130,8 +130,8 @@ static void free_slot_on_a_later_page_never_handed_out(void)
 
 PCM_TEST(death_free_of_an_object_never_handed_out_on_a_later_page)
 {
-    expect_death("free of the last 4096-byte slot of a span that cut a few", free_slot_on_a_later_page_never_handed_out,
-                 "free", "invalid pointer");
+    expect_death("free of the last 4096-byte slot of a span that cut a few",
+                 free_slot_on_a_later_page_never_handed_out, "free", "invalid pointer");
 }
 
 static void free_next_slot_on_a_page_cut_in_part(void)
