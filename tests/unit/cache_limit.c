@@ -62,11 +62,13 @@ static void release(unsigned n)
     }
 }
 
-/* Pin the thread to the first CPU it may run on, so that one heap's cache
- * serves it throughout; its affinity before goes to *saved.  False (a
- * failure recorded) if it cannot. */
+/* Start pcmalloc up (the path chosen, the shapes written), then pin the
+ * thread to the first CPU it may run on, so that one heap's cache serves
+ * it throughout; its affinity before goes to *saved.  False (a failure
+ * recorded) if it cannot. */
 static bool pin_to_first_cpu(cpu_set_t *saved)
 {
+    pcm_free(pcm_malloc(1));
     int first, last;
     pcm_test_allowed_cpus(&first, &last);
     if (first < 0 || sched_getaffinity(0, sizeof *saved, saved) != 0 || !pcm_test_pin(first)) {
@@ -78,7 +80,6 @@ static bool pin_to_first_cpu(cpu_set_t *saved)
 
 PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
 {
-    pcm_free(pcm_malloc(1)); /* initialised: the path chosen */
     cpu_set_t saved;
     if (!pin_to_first_cpu(&saved))
         return;
@@ -187,7 +188,6 @@ PCM_TEST(cache_holds_at_most_64_kib_of_a_class_or_one_bigger_object)
 
 PCM_TEST(cache_of_a_class_up_to_64_kib_holds_a_few_objects)
 {
-    pcm_free(pcm_malloc(1)); /* initialised: the path chosen */
     cpu_set_t saved;
     if (!pin_to_first_cpu(&saved))
         return;
@@ -243,7 +243,6 @@ static size_t big_cached_bytes(const struct pcm_heap *h)
 
 PCM_TEST(big_class_refill_sends_the_other_big_objects_home)
 {
-    pcm_free(pcm_malloc(1));
     cpu_set_t saved;
     if (!pin_to_first_cpu(&saved))
         return;
@@ -282,7 +281,6 @@ PCM_TEST(big_class_refill_sends_the_other_big_objects_home)
 
 PCM_TEST(big_class_refill_takes_a_cached_bigger_object)
 {
-    pcm_free(pcm_malloc(1));
     cpu_set_t saved;
     if (!pin_to_first_cpu(&saved))
         return;
