@@ -52,6 +52,16 @@ static int by_address(const void *a, const void *b)
 }
 
 /* Bytes of the distinct 4 KiB pages the objects cover (sorts `pages`). */
+/* An array of count entries, every byte written (not zeros: see main). */
+static void *written_array(size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size)
+        bench_fail("an array of %zu entries of %zu bytes is too large", count, size);
+    void *array = bench_check_alloc(malloc(count * size), count * size);
+    memset(array, 0xa5, count * size);
+    return array;
+}
+
 static long pages_with_live_kb(void **keepers, size_t *sizes, long count, uintptr_t *pages)
 {
     long n = 0;
@@ -79,17 +89,18 @@ int main(int argc, char **argv)
     if (objects < 1 || keep < 1 || rounds < 1 || idle_ms < 0 || min < BENCH_STAMP_MIN || max < min)
         bench_fail("objects, keep and rounds must be positive, %d <= min <= max", BENCH_STAMP_MIN);
 
-    /* Bookkeeping first, written, so that it is in the baseline. */
+    /* Bookkeeping first, written, so that it is in the baseline.  Every
+     * entry is set before it is read; the writes are of a non-zero byte,
+     * which gcc cannot drop as it drops a memset of zeros after calloc
+     * (and it turns malloc + memset of zeros into calloc): the 8 MB of
+     * round_objects then became resident in the first round and counted
+     * as the allocator's. */
     long most_kept = objects * rounds / keep + rounds; /* (a cap: the draw could exceed it) */
-    void **round_objects = bench_check_alloc(calloc((size_t)objects, sizeof *round_objects), 0);
-    void **keepers = bench_check_alloc(calloc((size_t)most_kept, sizeof *keepers), 0);
-    size_t *kept_sizes = bench_check_alloc(calloc((size_t)most_kept, sizeof *kept_sizes), 0);
     long pages_each = max / 4096 + 2; /* the most 4 KiB pages one object touches */
-    uintptr_t *pages = bench_check_alloc(calloc((size_t)(most_kept * pages_each), sizeof *pages), 0);
-    memset(round_objects, 0, (size_t)objects * sizeof *round_objects);
-    memset(keepers, 0, (size_t)most_kept * sizeof *keepers);
-    memset(kept_sizes, 0, (size_t)most_kept * sizeof *kept_sizes);
-    memset(pages, 0, (size_t)(most_kept * pages_each) * sizeof *pages);
+    void **round_objects = written_array((size_t)objects, sizeof *round_objects);
+    void **keepers = written_array((size_t)most_kept, sizeof *keepers);
+    size_t *kept_sizes = written_array((size_t)most_kept, sizeof *kept_sizes);
+    uintptr_t *pages = written_array((size_t)(most_kept * pages_each), sizeof *pages);
     long baseline_kb = resident_kb();
 
     bench_rng rng = bench_seed(0xf4a9);
