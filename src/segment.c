@@ -16,11 +16,6 @@
 
 #define HEADER_PAGES ((sizeof(struct pcm_segment) + PCM_PAGE_SIZE - 1) >> PCM_PAGE_SHIFT)
 
-static bool page_is_used(const struct pcm_segment *s, size_t page)
-{
-    return (s->page_used[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
-}
-
 /* The bits of pages [first, last] that lie in word w of a page bitmap. */
 static pcm_word_t word_mask(size_t w, size_t first, size_t last)
 {
@@ -79,36 +74,35 @@ static bool descriptor_page(size_t k, size_t *first, size_t *last)
     return true;
 }
 
-/* (A word of the bitmap at a time where it can: decay runs this over
- * every segment at each tick.) */
-static bool pages_free(const struct pcm_segment *s, size_t first, size_t last)
+/* Any of slots [first, last] in use?  (A word at a time: decay runs this
+ * over every segment at each tick.) */
+static bool slots_used(const struct pcm_segment *s, size_t first, size_t last)
 {
-    for (size_t page = first; page <= last;) {
-        if (page % PCM_WORD_BITS == 0 && page + PCM_WORD_BITS - 1 <= last) {
-            if (s->page_used[page / PCM_WORD_BITS])
-                return false;
-            page += PCM_WORD_BITS;
-        } else if (page_is_used(s, page++)) {
-            return false;
-        }
-    }
-    return true;
+    for (size_t w = first / PCM_WORD_BITS; w <= last / PCM_WORD_BITS; w++)
+        if (s->slot_used[w] & word_mask(w, first, last))
+            return true;
+    return false;
 }
 
-/* Decommit the header pages of s whose descriptors all describe free
- * pages - or header pages, whose descriptors no one reads (span_first
- * leads a free page to span[0], which lies on page 0); the bytes given
- * back. */
+/* The header pages that hold descriptors only, a bit each. */
+static pcm_word_t pure_descriptor_pages(const struct pcm_segment *s)
+{
+    pcm_word_t pure = 0;
+    size_t first, last;
+    for (size_t k = 1; k < s->header_pages; k++)
+        if (descriptor_page(k, &first, &last))
+            pure |= (pcm_word_t)1 << k;
+    return pure;
+}
+
+/* Decommit the header pages of s that hold descriptors only, none of
+ * them in use; the bytes given back. */
 static size_t decommit_idle_descriptors(struct pcm_segment *s)
 {
     size_t released = 0, first, last;
     for (size_t k = 1; k < s->header_pages; k++) {
         pcm_word_t bit = (pcm_word_t)1 << k;
-        if ((s->descriptors_gone & bit) || !descriptor_page(k, &first, &last))
-            continue;
-        if (first < s->header_pages)
-            first = s->header_pages;
-        if (first <= last && !pages_free(s, first, last))
+        if ((s->descriptors_gone & bit) || !descriptor_page(k, &first, &last) || slots_used(s, first, last))
             continue;
         if (!pcm_os_decommit((char *)s + (k << PCM_PAGE_SHIFT), PCM_PAGE_SIZE))
             continue; /* still there, still counted */
@@ -120,22 +114,27 @@ static size_t decommit_idle_descriptors(struct pcm_segment *s)
     return released;
 }
 
-/* Descriptors [first, last] are about to be written: their header pages
- * come back (the write faults them in) and count as committed again. */
-static void descriptors_back(struct pcm_segment *s, size_t first, size_t last)
+/* The lowest free slot of span[], taken: its header page comes back (the
+ * descriptor's write faults it in) and counts as committed again.  There
+ * is always one: a span has a page of its own, and the header's pages
+ * have no span. */
+static size_t slot_take(struct pcm_segment *s)
 {
-    if (!s->descriptors_gone)
-        return;
-    size_t begin = offsetof(struct pcm_segment, span);
-    size_t k_first = (begin + first * sizeof(struct pcm_span)) >> PCM_PAGE_SHIFT;
-    size_t k_last = (begin + (last + 1) * sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT;
-    for (size_t k = k_first; k <= k_last; k++) {
+    size_t slot = 0;
+    while (!~s->slot_used[slot / PCM_WORD_BITS])
+        slot += PCM_WORD_BITS;
+    slot += (size_t)__builtin_ctzl((unsigned long)~s->slot_used[slot / PCM_WORD_BITS]);
+    s->slot_used[slot / PCM_WORD_BITS] |= (pcm_word_t)1 << (slot % PCM_WORD_BITS);
+    /* (Two pages where a descriptor is not a power of two: 32-bit builds.) */
+    size_t at = offsetof(struct pcm_segment, span) + slot * sizeof(struct pcm_span);
+    for (size_t k = at >> PCM_PAGE_SHIFT; k <= (at + sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT; k++) {
         pcm_word_t bit = (pcm_word_t)1 << k;
         if (s->descriptors_gone & bit) {
             s->descriptors_gone &= ~bit;
             pcm_stats_committed(PCM_PAGE_SIZE);
         }
     }
+    return slot;
 }
 
 struct pcm_segment *pcm_segment_create(unsigned owner)
@@ -158,6 +157,12 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     s->header_pages = HEADER_PAGES;
     s->free_pages = (uint32_t)(PCM_SEGMENT_PAGES - HEADER_PAGES);
     mark_pages(s, 0, HEADER_PAGES, true);
+    s->slot_used[0] = 1;
+    /* The pages of descriptors only are not written until a span takes a
+     * slot there (with huge pages, the header's huge page made them
+     * resident: counted, and decommitted by decay while unused). */
+    if (!pcm_opts.hugepages)
+        s->descriptors_gone = pure_descriptor_pages(s);
     if (!pcm_hardened_segment_created(s) || !pcm_segment_map_set(s, PCM_SEGMENT_SIZE, s)) {
         pcm_os_unmap(s, PCM_SEGMENT_SIZE);
         errno = ENOMEM;
@@ -165,7 +170,7 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     }
     pcm_segment_index_add(s);
     pcm_stats_segment_mapped(PCM_SEGMENT_SIZE);
-    pcm_stats_committed(HEADER_PAGES << PCM_PAGE_SHIFT);
+    pcm_stats_committed((HEADER_PAGES - bits_set(s->descriptors_gone)) << PCM_PAGE_SHIFT);
     for (size_t page = 0; page < HEADER_PAGES; page++)
         s->page_touched[page / PCM_WORD_BITS] |= (pcm_word_t)1 << (page % PCM_WORD_BITS);
     if (pcm_opts.hugepages) /* the header made its huge page resident: count the rest of it */
@@ -259,12 +264,12 @@ size_t pcm_segment_place_span(const struct pcm_segment *s, size_t pages, size_t 
 
 struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsigned cls, size_t pages)
 {
-    descriptors_back(s, first, first + pages - 1);
     mark_pages(s, first, pages, true);
     s->free_pages -= (uint32_t)pages;
-    struct pcm_span *span = &s->span[first];
+    size_t slot = slot_take(s);
+    struct pcm_span *span = &s->span[slot];
     for (size_t i = 0; i < pages; i++)
-        s->span_first[first + i] = (uint16_t)(first * sizeof(struct pcm_span));
+        s->span_first[first + i] = (uint16_t)(slot * sizeof(struct pcm_span));
     span->class_plus1 = (uint16_t)(cls + 1);
     span->owner = (uint16_t)s->owner;
     pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
@@ -314,13 +319,14 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
 
 void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
 {
-    size_t first = (size_t)(span - s->span);
+    size_t first = (span->start - (uintptr_t)s) >> PCM_PAGE_SHIFT, slot = (size_t)(span - s->span);
     pcm_stats_span_released(span->class_plus1 - 1u);
     for (size_t i = 0; i < span->pages; i++)
         s->span_first[first + i] = 0;
     /* Free's check that p is in a span, for a stale span_first read. */
     span->class_plus1 = 0;
     span->carved = 0;
+    s->slot_used[slot / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (slot % PCM_WORD_BITS));
     mark_pages(s, first, span->pages, false);
     s->free_pages += span->pages;
 }

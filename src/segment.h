@@ -3,24 +3,32 @@
  *
  * A segment is a PCM_SEGMENT_SIZE-aligned mapping owned by one per-CPU heap
  * for its whole life.  Its first pages hold this header: a bitmap of the
- * pages in use, one span descriptor per page and a 16-bit map from each
- * page to its span's first page.  A span is a run of pages holding objects
- * of one size class; its first page's descriptor is the span (the other
- * pages' descriptors are unused), so pointer -> span is: segment =
- * p & ~(SEGMENT_SIZE - 1), page index, span_first[page] (the byte offset
- * of the descriptor in span[], so free adds it with no multiply).  The
- * map is 2 bytes a page where the descriptors are 64: free touches 32
- * times fewer lines to find a span than through the pages' own
- * descriptors.  (Each page's descriptor holding a copy of its span's
- * fields, which free found with no load of the map, was no faster:
- * threadtest at one thread, 0.86 to 1.12 of this in 10 interleaved
- * sets.)  Segments are never unmapped (only decommitted): a stale
- * read by a concurrent lock-free pop of memory in them must never fault.
- * A header page holding only descriptors of free pages is decommitted too
- * once they are free: zeroes are what a descriptor of a free page holds
- * where free's check reads it (class_plus1, carved); a free page's
- * span_first is 0, the descriptor of header page 0, which is never a
- * span's and never decommitted.
+ * pages in use, room for a span descriptor per page and a 16-bit map from
+ * each page to its span's descriptor.  A span is a run of pages holding
+ * objects of one size class, described by one descriptor, so pointer ->
+ * span is: segment = p & ~(SEGMENT_SIZE - 1), page index, span_first[page]
+ * (the byte offset of the descriptor in span[], so free adds it with no
+ * multiply).  The map is 2 bytes a page where the descriptors are 64:
+ * free touches 32 times fewer lines to find a span than through
+ * descriptors of their own pages.  (Each page's descriptor holding a copy
+ * of its span's fields, which free found with no load of the map, was no
+ * faster: threadtest at one thread, 0.86 to 1.12 of this in 10
+ * interleaved sets.)
+ *
+ * A span's descriptor is the lowest slot of span[] free when it is cut
+ * (slot_used), not its first page's: the descriptors in use stay packed
+ * at the front, on a few header pages.  With a descriptor per first page,
+ * a segment of 4-page spans wrote all 16 pages of descriptors for 256 of
+ * them (4 would do): 4.6 MB of the 42 MB the fragmentation benchmark kept
+ * resident after malloc_trim, 68 segments.
+ *
+ * Segments are never unmapped (only decommitted): a stale read by a
+ * concurrent lock-free pop of memory in them must never fault.  A header
+ * page holding only descriptors is not written, or decommitted again,
+ * while none of its slots is in use (descriptors_gone): zeroes are what a
+ * descriptor in no use holds where free's check reads it (class_plus1,
+ * carved); a free page's span_first is 0, slot 0, which is never a span's
+ * and lies on header page 0, never decommitted.
  *
  * Who writes what:
  *   - everything in a segment header and a span descriptor is written only
@@ -102,12 +110,15 @@ struct pcm_segment {
     pcm_word_t page_touched[PCM_SEGMENT_PAGES / PCM_WORD_BITS]; /* objects were ever cut there */
     /* Free and touched at the last decay tick (pcm_segment_decay). */
     pcm_word_t page_was_free[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
-    /* Header pages of span descriptors given back to the OS: every page
-     * they describe was free (pcm_segment_decommit_free, _decay).  Read
-     * as zeroes - "in no span" - until a span is cut there again. */
+    /* Header pages of span descriptors not written since the segment was
+     * mapped, or given back to the OS since: none of their slots was in
+     * use (pcm_segment_decommit_free, _decay).  Read as zeroes - "in no
+     * span" - until a span takes one of their slots. */
     pcm_word_t descriptors_gone;
+    /* Slots of span[] that describe a span; slot 0 always set (no span's). */
+    pcm_word_t slot_used[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     /* [published] Page -> byte offset in span[] of its span's descriptor
-     * (its first page's) for a page in a span, 0 for any other page. */
+     * for a page in a span, 0 for any other page. */
     uint16_t span_first[PCM_SEGMENT_PAGES];
     /* 64-byte aligned: on 64-bit builds, where a descriptor is 64 bytes,
      * every field free reads lies on one cache line (unaligned, at 0x9a8,

@@ -4,8 +4,9 @@
  * and for every other offset in a span an index no object of the span has,
  * so that "index < carved" alone accepts exactly the objects cut.  Checked
  * for every class at every byte offset of its span.  And the header
- * pages of descriptors: given back once every page they describe is free,
- * read as "in no span" while gone, back when a span is cut there.  And
+ * pages of descriptors: packed at the front, unwritten while none of
+ * their slots is in use and given back when none is any more, read as
+ * "in no span" while gone, back when a span takes a slot there.  And
  * what a span's descriptor tells free: its class's cache slot, on one line.
  */
 #include "harness.h"
@@ -59,13 +60,32 @@ static pcm_word_t resident_header(const struct pcm_segment *s)
     return bits;
 }
 
-PCM_TEST(segment_header_pages_of_free_pages_go_back)
+/* The header page that holds descriptor slot `slot` (the first, if two). */
+static unsigned slot_page(size_t slot)
+{
+    return (unsigned)((offsetof(struct pcm_segment, span) + slot * sizeof(struct pcm_span)) >> PCM_PAGE_SHIFT);
+}
+
+/* The header pages holding slots [first, last], a bit each. */
+static pcm_word_t slot_pages(size_t first, size_t last)
+{
+    pcm_word_t bits = 0;
+    for (size_t at = offsetof(struct pcm_segment, span) + first * sizeof(struct pcm_span);
+         at < offsetof(struct pcm_segment, span) + (last + 1) * sizeof(struct pcm_span); at += sizeof(struct pcm_span))
+        bits |= (pcm_word_t)1 << (at >> PCM_PAGE_SHIFT) | (pcm_word_t)1 << ((at + sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT);
+    return bits;
+}
+
+#define SEGMENT_SPANS_MOST (PCM_SEGMENT_PAGES / 4)
+
+/* The descriptors in use stay packed at the front of span[]: a segment
+ * full of 4-page spans writes only the header pages of its first slots;
+ * the others are never written, and those of slots no span holds any
+ * more go back to the OS - read as zeroes, "in no span", meanwhile. */
+PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
 {
     pcm_free(pcm_malloc(1)); /* start-up */
-    if ((size_t)sysconf(_SC_PAGESIZE) != PCM_PAGE_SIZE) {
-        pcm_test_printf("  pages are not of %zu bytes: skipped\n", (size_t)PCM_PAGE_SIZE);
-        return;
-    }
+    bool page_sized = (size_t)sysconf(_SC_PAGESIZE) == PCM_PAGE_SIZE;
     /* A segment of its own, in no heap's list: no one else touches it. */
     struct pcm_segment *s = pcm_segment_create(0);
     PCM_REQUIRE(s, "no segment");
@@ -76,63 +96,88 @@ PCM_TEST(segment_header_pages_of_free_pages_go_back)
             pure |= (pcm_word_t)1 << k;
     PCM_REQUIRE(pure, "no header page holds descriptors only");
 
-    /* Every page but the header free: every pure descriptor page goes. */
-    size_t released = pcm_segment_decommit_free(s);
-    PCM_CHECK(s->descriptors_gone == pure, "gone %#lx, descriptor pages %#lx", (unsigned long)s->descriptors_gone,
+    /* A new segment has written none of them. */
+    PCM_CHECK(s->descriptors_gone == pure, "new: gone 0x%lx, descriptor pages 0x%lx", (unsigned long)s->descriptors_gone,
               (unsigned long)pure);
-    PCM_CHECK(released >= (size_t)__builtin_popcountl((unsigned long)pure) * PCM_PAGE_SIZE, "released %zu bytes",
-              released);
-    pcm_word_t resident = resident_header(s);
-    bool visible = resident != ~(pcm_word_t)0 && !(resident & pure);
+    pcm_word_t resident = page_sized ? resident_header(s) : ~(pcm_word_t)0;
+    bool visible = resident != ~(pcm_word_t)0;
     if (!visible)
-        pcm_test_printf("  mincore still sees the pages (resident %#lx): residency not checked\n",
-                        (unsigned long)resident);
-    PCM_CHECK(resident & 1, "header page 0 (the segment's fields) not resident");
+        pcm_test_printf("  pages are not of %zu bytes, or mincore failed: residency not checked\n",
+                        (size_t)PCM_PAGE_SIZE);
+    else
+        PCM_CHECK(!(resident & pure) && (resident & 1), "new: resident header pages 0x%lx", (unsigned long)resident);
 
-    /* A free page leads to header page 0's descriptor, in no span; its own
-     * descriptor, gone, reads zeroes too. */
-    char *far = (char *)s + (PCM_SEGMENT_PAGES - 2) * PCM_PAGE_SIZE;
-    struct pcm_span *none = pcm_span_of(s, far);
+    /* Full of spans of 16-byte objects (4 pages each): slots 1..n. */
+    unsigned cls = 0;
+    size_t pages = pcm_class_span_pages(cls), n = 0;
+    static struct pcm_span *spans[SEGMENT_SPANS_MOST];
+    while (n < SEGMENT_SPANS_MOST && (spans[n] = pcm_segment_span_create(s, cls, pages)))
+        n++;
+    PCM_REQUIRE(n == (PCM_SEGMENT_PAGES - s->header_pages) / pages, "%zu spans of %zu pages in a segment", n, pages);
+    for (size_t i = 0; i < n; i++) {
+        PCM_CHECK((size_t)(spans[i] - s->span) == i + 1, "span %zu took slot %ld", i, (long)(spans[i] - s->span));
+        for (size_t page = 0; page < pages; page++)
+            PCM_CHECK(pcm_span_of(s, (char *)spans[i]->start + page * PCM_PAGE_SIZE) == spans[i],
+                      "span %zu: its page %zu does not lead to it", i, page);
+    }
+    pcm_word_t written = slot_pages(1, n) & pure;
+    PCM_CHECK(s->descriptors_gone == (pure & ~written), "full: gone 0x%lx, descriptor pages 0x%lx, written 0x%lx",
+              (unsigned long)s->descriptors_gone, (unsigned long)pure, (unsigned long)written);
+    PCM_CHECK(pure & ~written, "%zu descriptors wrote every descriptor page", n);
+    if (visible)
+        PCM_CHECK(!(resident_header(s) & pure & ~written), "full: unused descriptor pages resident: 0x%lx",
+                  (unsigned long)(resident_header(s) & pure & ~written));
+
+    /* All but the last released: only its descriptor's page stays. */
+    struct pcm_span *last = spans[n - 1];
+    for (size_t i = 0; i + 1 < n; i++)
+        pcm_segment_span_release(s, spans[i]);
+    size_t released = pcm_segment_decommit_free(s);
+    pcm_word_t kept = slot_pages(n, n) & pure;
+    PCM_CHECK(s->descriptors_gone == (pure & ~kept), "one left: gone 0x%lx, its page 0x%lx", (unsigned long)s->descriptors_gone,
+              (unsigned long)kept);
+    PCM_CHECK(released >= (size_t)__builtin_popcountl((unsigned long)(written & ~kept)) * PCM_PAGE_SIZE,
+              "released %zu bytes", released);
+    if (visible)
+        PCM_CHECK(!(resident_header(s) & pure & ~kept), "one left: resident 0x%lx",
+                  (unsigned long)(resident_header(s) & pure & ~kept));
+
+    /* A released page leads to slot 0, in no span. */
+    struct pcm_span *none = pcm_span_of(s, (void *)spans[0]->start);
     PCM_CHECK(none == &s->span[0] && none->class_plus1 == 0 && none->carved == 0,
               "a free page leads to descriptor %ld: class %u carved %u", (long)(none - s->span), none->class_plus1,
               none->carved);
-    struct pcm_span *gone = &s->span[PCM_SEGMENT_PAGES - 2];
+
+    /* The next span takes the lowest free slot, and its page comes back. */
+    struct pcm_span *again = pcm_segment_span_create(s, cls, pages);
+    PCM_REQUIRE(again, "no span");
+    PCM_CHECK(again == &s->span[1], "a new span took slot %ld, not 1", (long)(again - s->span));
+    PCM_CHECK(!(s->descriptors_gone >> slot_page(1) & 1), "header page %u still gone under slot 1", slot_page(1));
+    PCM_CHECK(pcm_span_of(s, (void *)again->start) == again && again->class_plus1 == cls + 1 && again->pages == pages,
+              "the new span's descriptor reads class %u, %u pages", again->class_plus1, again->pages);
+
+    /* Both released: every descriptor page goes at the next decommit. */
+    pcm_segment_span_release(s, again);
+    pcm_segment_span_release(s, last);
+    pcm_segment_decommit_free(s);
+    PCM_CHECK(s->descriptors_gone == pure, "empty: gone 0x%lx, descriptor pages 0x%lx", (unsigned long)s->descriptors_gone,
+              (unsigned long)pure);
+    if (visible)
+        PCM_CHECK(!(resident_header(s) & pure), "empty: descriptor pages resident: 0x%lx",
+                  (unsigned long)(resident_header(s) & pure));
+    /* A gone descriptor reads zeroes (last: the read maps the zero page,
+     * which mincore counts as resident). */
+    struct pcm_span *gone = &s->span[n / 2];
     PCM_CHECK(gone->class_plus1 == 0 && gone->carved == 0, "a gone descriptor reads class %u carved %u",
               gone->class_plus1, gone->carved);
+    pcm_test_printf("  %u header pages, %d of descriptors only; %zu spans wrote %d of them\n", s->header_pages,
+                    __builtin_popcountl((unsigned long)pure), n, __builtin_popcountl((unsigned long)written));
+}
 
-    /* A span cut there brings its descriptors' pages back, and they say so. */
-    unsigned cls = PCM_CLASS_COUNT - 1, pages = (unsigned)pcm_class_span_pages(cls);
-    struct pcm_span *span = pcm_segment_span_create(s, cls, pages);
-    PCM_REQUIRE(span, "no span of %u pages", pages);
-    size_t first = (size_t)(span - s->span), last = first + pages - 1;
-    unsigned k_first = (unsigned)((begin + first * sizeof *span) >> PCM_PAGE_SHIFT);
-    unsigned k_last = (unsigned)((begin + (last + 1) * sizeof *span - 1) >> PCM_PAGE_SHIFT);
-    for (unsigned k = k_first; k <= k_last; k++)
-        PCM_CHECK(!(s->descriptors_gone >> k & 1), "header page %u still gone under a span", k);
-    for (size_t page = first; page <= last; page++) {
-        char *p = (char *)s + page * PCM_PAGE_SIZE;
-        PCM_CHECK(pcm_span_of(s, p) == span, "page %zu: its descriptor does not lead to its span", page);
-    }
-    PCM_CHECK(span->class_plus1 == cls + 1 && span->pages == pages, "the span's descriptor reads class %u, %u pages",
-              span->class_plus1, span->pages);
-    PCM_CHECK(pcm_span_of(s, far)->class_plus1 == 0, "a page beyond the span is in one");
-
-    /* Released, every page of the span is in no span at once... */
-    pcm_segment_span_release(s, span);
-    for (size_t page = first; page <= last; page++) {
-        struct pcm_span *left = pcm_span_of(s, (char *)s + page * PCM_PAGE_SIZE);
-        PCM_CHECK(left->class_plus1 == 0 && left->carved == 0, "page %zu of a released span: class %u carved %u",
-                  page, left->class_plus1, left->carved);
-    }
-    /* ...and the span's descriptor pages go again at the next decommit. */
-    pcm_segment_decommit_free(s);
-    PCM_CHECK(s->descriptors_gone == pure, "after the release: gone %#lx, descriptor pages %#lx",
-              (unsigned long)s->descriptors_gone, (unsigned long)pure);
-    if (visible)
-        PCM_CHECK(!(resident_header(s) & pure), "descriptor pages resident after the release: %#lx",
-                  (unsigned long)(resident_header(s) & pure));
-    pcm_test_printf("  %u header pages, %d of them descriptors only, all given back with the segment free\n",
-                    s->header_pages, __builtin_popcountl((unsigned long)pure));
+/* The first page of span, in s. */
+static size_t first_page(const struct pcm_segment *s, const struct pcm_span *span)
+{
+    return (span->start - (uintptr_t)s) >> PCM_PAGE_SHIFT;
 }
 
 /* Pages [first, first + pages) of s in no span and touched: spare. */
@@ -154,7 +199,7 @@ PCM_TEST(segment_span_descriptor_names_its_class_slot)
     pcm_free(pcm_malloc(1)); /* start-up: the heaps the slots lie in */
     struct pcm_segment *s = pcm_segment_create(0);
     PCM_REQUIRE(s, "no segment");
-    PCM_CHECK((uintptr_t)s->span % 64 == 0, "span[] at byte %#lx of the segment",
+    PCM_CHECK((uintptr_t)s->span % 64 == 0, "span[] at byte 0x%lx of the segment",
               (unsigned long)((uintptr_t)s->span - (uintptr_t)s));
     for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
         size_t pages = pcm_class_span_pages(cls);
@@ -187,8 +232,8 @@ PCM_TEST(segment_span_goes_where_pages_are_spare)
     struct pcm_span *used = pcm_segment_span_create(s, big, big_pages);
     struct pcm_span *wall = pcm_segment_span_create(s, small, small_pages);
     PCM_REQUIRE(hole && used && wall, "spans not cut");
-    size_t hole_first = (size_t)(hole - s->span), used_first = (size_t)(used - s->span);
-    PCM_REQUIRE(hole_first < used_first && used_first < (size_t)(wall - s->span), "spans not cut in address order");
+    size_t hole_first = first_page(s, hole), used_first = first_page(s, used);
+    PCM_REQUIRE(hole_first < used_first && used_first < first_page(s, wall), "spans not cut in address order");
     pcm_segment_touched(s, used->start, used->start + big_pages * PCM_SPAN_PAGE_BYTES);
     pcm_segment_span_release(s, hole);
     pcm_segment_span_release(s, used);
@@ -210,15 +255,15 @@ PCM_TEST(segment_span_goes_where_pages_are_spare)
 
     struct pcm_span *span = pcm_segment_span_create(s, small, small_pages);
     PCM_REQUIRE(span, "no span");
-    PCM_CHECK((size_t)(span - s->span) == used_first, "the span went to page %zu, the spare run is at %zu",
-              (size_t)(span - s->span), used_first);
+    PCM_CHECK(first_page(s, span) == used_first, "the span went to page %zu, the spare run is at %zu",
+              first_page(s, span), used_first);
     PCM_CHECK(pcm_segment_spare_pages(s) == big_pages - small_pages && spare_in(s, used_first, small_pages) == 0,
               "%zu spare pages left, %zu under the span", pcm_segment_spare_pages(s),
               spare_in(s, used_first, small_pages));
 
     /* The rest of the freed span, whole: no fresh page.  One page more
      * fits only in the fresh pages after the wall, all of them new. */
-    size_t rest = big_pages - small_pages, wall_end = (size_t)(wall - s->span) + small_pages;
+    size_t rest = big_pages - small_pages, wall_end = first_page(s, wall) + small_pages;
     fresh = pcm_segment_place_span(s, rest, pcm_segment_spare_pages(s), SIZE_MAX, &first);
     PCM_CHECK(fresh == 0 && first == used_first + small_pages, "%zu pages: %zu fresh at page %zu", rest, fresh,
               first);
