@@ -16,6 +16,7 @@
 #include "heap.h"
 #include "segment.h"
 #include "sizeclass.h"
+#include "stats.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -60,6 +61,14 @@ static pcm_word_t resident_header(const struct pcm_segment *s)
     return bits;
 }
 
+/* The committed bytes the statistics count. */
+static size_t committed_bytes(void)
+{
+    struct pcm_stats_totals totals;
+    pcm_stats_totals_read(&totals);
+    return (size_t)totals.committed_bytes;
+}
+
 /* The header page that holds descriptor slot `slot` (the first, if two). */
 static unsigned slot_page(size_t slot)
 {
@@ -87,6 +96,7 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
     pcm_free(pcm_malloc(1)); /* start-up */
     bool page_sized = (size_t)sysconf(_SC_PAGESIZE) == PCM_PAGE_SIZE;
     /* A segment of its own, in no heap's list: no one else touches it. */
+    size_t committed_before = committed_bytes();
     struct pcm_segment *s = pcm_segment_create(0);
     PCM_REQUIRE(s, "no segment");
     size_t begin = offsetof(struct pcm_segment, span), end = begin + sizeof s->span;
@@ -96,9 +106,14 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
             pure |= (pcm_word_t)1 << k;
     PCM_REQUIRE(pure, "no header page holds descriptors only");
 
-    /* A new segment has written none of them. */
+    /* A new segment has written none of them, nor counts them committed. */
     PCM_CHECK(s->descriptors_gone == pure, "new: gone 0x%lx, descriptor pages 0x%lx", (unsigned long)s->descriptors_gone,
               (unsigned long)pure);
+    size_t header_bytes = PCM_ALIGN_UP(sizeof(struct pcm_segment), PCM_PAGE_SIZE);
+    size_t header_committed = header_bytes - (size_t)__builtin_popcountl((unsigned long)pure) * PCM_PAGE_SIZE;
+    PCM_CHECK(committed_bytes() - committed_before == header_committed,
+              "new: %zu bytes counted committed, the header's pages less its descriptor pages are %zu",
+              committed_bytes() - committed_before, header_committed);
     pcm_word_t resident = page_sized ? resident_header(s) : ~(pcm_word_t)0;
     bool visible = resident != ~(pcm_word_t)0;
     if (!visible)
@@ -124,6 +139,10 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
     PCM_CHECK(s->descriptors_gone == (pure & ~written), "full: gone 0x%lx, descriptor pages 0x%lx, written 0x%lx",
               (unsigned long)s->descriptors_gone, (unsigned long)pure, (unsigned long)written);
     PCM_CHECK(pure & ~written, "%zu descriptors wrote every descriptor page", n);
+    size_t written_bytes = (size_t)__builtin_popcountl((unsigned long)written) * PCM_PAGE_SIZE;
+    PCM_CHECK(committed_bytes() - committed_before == header_committed + written_bytes,
+              "full: %zu bytes counted committed, %zu expected", committed_bytes() - committed_before,
+              header_committed + written_bytes);
     if (visible)
         PCM_CHECK(!(resident_header(s) & pure & ~written), "full: unused descriptor pages resident: 0x%lx",
                   (unsigned long)(resident_header(s) & pure & ~written));
@@ -136,8 +155,11 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
     pcm_word_t kept = slot_pages(n, n) & pure;
     PCM_CHECK(s->descriptors_gone == (pure & ~kept), "one left: gone 0x%lx, its page 0x%lx", (unsigned long)s->descriptors_gone,
               (unsigned long)kept);
-    PCM_CHECK(released >= (size_t)__builtin_popcountl((unsigned long)(written & ~kept)) * PCM_PAGE_SIZE,
+    PCM_CHECK(released == (size_t)__builtin_popcountl((unsigned long)(written & ~kept)) * PCM_PAGE_SIZE,
               "released %zu bytes", released);
+    PCM_CHECK(committed_bytes() - committed_before == header_committed + written_bytes - released,
+              "one left: %zu bytes counted committed, %zu expected", committed_bytes() - committed_before,
+              header_committed + written_bytes - released);
     if (visible)
         PCM_CHECK(!(resident_header(s) & pure & ~kept), "one left: resident 0x%lx",
                   (unsigned long)(resident_header(s) & pure & ~kept));
