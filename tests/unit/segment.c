@@ -81,7 +81,8 @@ static pcm_word_t slot_pages(size_t first, size_t last)
     pcm_word_t bits = 0;
     for (size_t at = offsetof(struct pcm_segment, span) + first * sizeof(struct pcm_span);
          at < offsetof(struct pcm_segment, span) + (last + 1) * sizeof(struct pcm_span); at += sizeof(struct pcm_span))
-        bits |= (pcm_word_t)1 << (at >> PCM_PAGE_SHIFT) | (pcm_word_t)1 << ((at + sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT);
+        bits |= (pcm_word_t)1 << (at >> PCM_PAGE_SHIFT) |
+                (pcm_word_t)1 << ((at + sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT);
     return bits;
 }
 
@@ -107,8 +108,8 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
     PCM_REQUIRE(pure, "no header page holds descriptors only");
 
     /* A new segment has written none of them, nor counts them committed. */
-    PCM_CHECK(s->descriptors_gone == pure, "new: gone 0x%lx, descriptor pages 0x%lx", (unsigned long)s->descriptors_gone,
-              (unsigned long)pure);
+    PCM_CHECK(s->descriptors_gone == pure, "new: gone 0x%lx, descriptor pages 0x%lx",
+              (unsigned long)s->descriptors_gone, (unsigned long)pure);
     size_t header_bytes = PCM_ALIGN_UP(sizeof(struct pcm_segment), PCM_PAGE_SIZE);
     size_t header_committed = header_bytes - (size_t)__builtin_popcountl((unsigned long)pure) * PCM_PAGE_SIZE;
     PCM_CHECK(committed_bytes() - committed_before == header_committed,
@@ -153,8 +154,8 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
         pcm_segment_span_release(s, spans[i]);
     size_t released = pcm_segment_decommit_free(s);
     pcm_word_t kept = slot_pages(n, n) & pure;
-    PCM_CHECK(s->descriptors_gone == (pure & ~kept), "one left: gone 0x%lx, its page 0x%lx", (unsigned long)s->descriptors_gone,
-              (unsigned long)kept);
+    PCM_CHECK(s->descriptors_gone == (pure & ~kept), "one left: gone 0x%lx, its page 0x%lx",
+              (unsigned long)s->descriptors_gone, (unsigned long)kept);
     PCM_CHECK(released == (size_t)__builtin_popcountl((unsigned long)(written & ~kept)) * PCM_PAGE_SIZE,
               "released %zu bytes", released);
     PCM_CHECK(committed_bytes() - committed_before == header_committed + written_bytes - released,
@@ -182,8 +183,8 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
     pcm_segment_span_release(s, again);
     pcm_segment_span_release(s, last);
     pcm_segment_decommit_free(s);
-    PCM_CHECK(s->descriptors_gone == pure, "empty: gone 0x%lx, descriptor pages 0x%lx", (unsigned long)s->descriptors_gone,
-              (unsigned long)pure);
+    PCM_CHECK(s->descriptors_gone == pure, "empty: gone 0x%lx, descriptor pages 0x%lx",
+              (unsigned long)s->descriptors_gone, (unsigned long)pure);
     if (visible)
         PCM_CHECK(!(resident_header(s) & pure), "empty: descriptor pages resident: 0x%lx",
                   (unsigned long)(resident_header(s) & pure));
