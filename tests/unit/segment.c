@@ -6,7 +6,8 @@
  * for every class at every byte offset of its span.  And the header
  * pages of descriptors: packed at the front, unwritten while none of
  * their slots is in use and given back when none is any more, read as
- * "in no span" while gone, back when a span takes a slot there.  And
+ * "in no span" while gone, back when a span takes a slot there; and the
+ * slots through random cuts and releases.  And
  * what a span's descriptor tells free: its class's cache slot, on one line.
  */
 #include "harness.h"
@@ -195,6 +196,69 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
               gone->class_plus1, gone->carved);
     pcm_test_printf("  %u header pages, %d of descriptors only; %zu spans wrote %d of them\n", s->header_pages,
                     __builtin_popcountl((unsigned long)pure), n, __builtin_popcountl((unsigned long)written));
+}
+
+/* Spans of random classes cut and released at random in one segment, and
+ * after every step: each span's pages lead to its own descriptor, which
+ * covers them; no two spans share a slot; slot_used holds exactly the
+ * spans' slots (and slot 0); free pages lead to slot 0; and a cut takes
+ * the lowest free slot. */
+PCM_TEST(segment_slots_follow_random_cuts_and_releases)
+{
+    pcm_free(pcm_malloc(1)); /* start-up */
+    struct pcm_segment *s = pcm_segment_create(0);
+    PCM_REQUIRE(s, "no segment");
+    static struct pcm_span *live[PCM_SEGMENT_PAGES];
+    size_t count = 0, cuts = 0, wrong = 0;
+    uint64_t rng = pcm_test_seed();
+    for (unsigned step = 0; step < 20000 && !wrong; step++) {
+        if (count && (pcm_test_rand(&rng) % 3 == 0 || count == PCM_SEGMENT_PAGES)) {
+            size_t i = (size_t)(pcm_test_rand(&rng) % count);
+            pcm_segment_span_release(s, live[i]);
+            live[i] = live[--count];
+        } else {
+            /* mostly small classes, some of every size */
+            unsigned cls = (unsigned)(pcm_test_rand(&rng) % 4 ? pcm_test_rand(&rng) % 32
+                                                                 : pcm_test_rand(&rng) % PCM_CLASS_COUNT);
+            size_t lowest = 1;
+            while (s->slot_used[lowest / PCM_WORD_BITS] >> (lowest % PCM_WORD_BITS) & 1)
+                lowest++;
+            struct pcm_span *span = pcm_segment_span_create(s, cls, pcm_class_span_pages(cls));
+            if (!span)
+                continue; /* no room for it now */
+            cuts++;
+            if ((size_t)(span - s->span) != lowest && wrong++ == 0)
+                PCM_CHECK(0, "step %u: a cut took slot %ld, the lowest free was %zu", step, (long)(span - s->span),
+                          lowest);
+            live[count++] = span;
+        }
+        pcm_word_t slots[PCM_SEGMENT_PAGES / PCM_WORD_BITS] = {1};
+        static struct pcm_span *owner[PCM_SEGMENT_PAGES];
+        memset(owner, 0, sizeof owner);
+        for (size_t i = 0; i < count; i++) {
+            size_t slot = (size_t)(live[i] - s->span);
+            if ((slots[slot / PCM_WORD_BITS] >> (slot % PCM_WORD_BITS) & 1) && wrong++ == 0)
+                PCM_CHECK(0, "step %u: two spans in slot %zu", step, slot);
+            slots[slot / PCM_WORD_BITS] |= (pcm_word_t)1 << (slot % PCM_WORD_BITS);
+            for (size_t page = 0; page < live[i]->pages; page++) {
+                void *p = (char *)live[i]->start + page * PCM_PAGE_SIZE;
+                owner[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT] = live[i];
+                if (pcm_span_of(s, p) != live[i] && wrong++ == 0)
+                    PCM_CHECK(0, "step %u: page %zu of the span in slot %zu leads elsewhere", step, page, slot);
+            }
+        }
+        if (memcmp(slots, s->slot_used, sizeof slots) != 0 && wrong++ == 0)
+            PCM_CHECK(0, "step %u: slot_used differs from the spans' slots", step);
+        for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES; page++) {
+            if (!owner[page] && pcm_span_of(s, (char *)s + page * PCM_PAGE_SIZE) != &s->span[0] && wrong++ == 0)
+                PCM_CHECK(0, "step %u: free page %zu leads to slot %ld", step, page,
+                          (long)(pcm_span_of(s, (char *)s + page * PCM_PAGE_SIZE) - s->span));
+        }
+    }
+    PCM_CHECK(cuts > 1000, "only %zu cuts", cuts);
+    while (count)
+        pcm_segment_span_release(s, live[--count]);
+    pcm_test_printf("  %zu cuts checked\n", cuts);
 }
 
 /* The first page of span, in s. */
