@@ -51,7 +51,6 @@ static int by_address(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Bytes of the distinct 4 KiB pages the objects cover (sorts `pages`). */
 /* An array of count entries, every byte written (not zeros: see main). */
 static void *written_array(size_t count, size_t size)
 {
@@ -62,6 +61,7 @@ static void *written_array(size_t count, size_t size)
     return array;
 }
 
+/* Bytes of the distinct 4 KiB pages the objects cover (sorts `pages`). */
 static long pages_with_live_kb(void **keepers, size_t *sizes, long count, uintptr_t *pages)
 {
     long n = 0;
