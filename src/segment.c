@@ -114,29 +114,6 @@ static size_t decommit_idle_descriptors(struct pcm_segment *s)
     return released;
 }
 
-/* The lowest free slot of span[], taken: its header page comes back (the
- * descriptor's write faults it in) and counts as committed again.  There
- * is always one: a span has a page of its own, and the header's pages
- * have no span. */
-static size_t slot_take(struct pcm_segment *s)
-{
-    size_t slot = 0;
-    while (!~s->slot_used[slot / PCM_WORD_BITS])
-        slot += PCM_WORD_BITS;
-    slot += (size_t)__builtin_ctzl((unsigned long)~s->slot_used[slot / PCM_WORD_BITS]);
-    s->slot_used[slot / PCM_WORD_BITS] |= (pcm_word_t)1 << (slot % PCM_WORD_BITS);
-    /* (Two pages where a descriptor is not a power of two: 32-bit builds.) */
-    size_t at = offsetof(struct pcm_segment, span) + slot * sizeof(struct pcm_span);
-    for (size_t k = at >> PCM_PAGE_SHIFT; k <= (at + sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT; k++) {
-        pcm_word_t bit = (pcm_word_t)1 << k;
-        if (s->descriptors_gone & bit) {
-            s->descriptors_gone &= ~bit;
-            pcm_stats_committed(PCM_PAGE_SIZE);
-        }
-    }
-    return slot;
-}
-
 struct pcm_segment *pcm_segment_create(unsigned owner)
 {
     struct pcm_segment *s = pcm_os_map_aligned(PCM_SEGMENT_SIZE, PCM_SEGMENT_SIZE);
@@ -193,7 +170,8 @@ size_t pcm_segment_spare_pages(const struct pcm_segment *s)
 }
 
 /* The first page in [page, end) whose bit in map is `set`, else end: a
- * word at a time. */
+ * word at a time.  (Also the first slot of slot_used, a bitmap of as
+ * many bits.) */
 static size_t next_page(const pcm_word_t *map, size_t page, size_t end, bool set)
 {
     while (page < end) {
@@ -260,6 +238,26 @@ size_t pcm_segment_place_span(const struct pcm_segment *s, size_t pages, size_t 
         return SIZE_MAX; /* no room, or it cannot do better: no need to look */
     size_t fresh = best_window(s, pages, spare == 0, first);
     return fresh < beat ? fresh : SIZE_MAX;
+}
+
+/* The lowest free slot of span[], taken: its header page comes back (the
+ * descriptor's write faults it in) and counts as committed again.  There
+ * is always one: a span has a page of its own, and the header's pages
+ * have no span. */
+static size_t slot_take(struct pcm_segment *s)
+{
+    size_t slot = next_page(s->slot_used, 1, PCM_SEGMENT_PAGES, false);
+    s->slot_used[slot / PCM_WORD_BITS] |= (pcm_word_t)1 << (slot % PCM_WORD_BITS);
+    /* (Two pages where a descriptor is not a power of two: 32-bit builds.) */
+    size_t at = offsetof(struct pcm_segment, span) + slot * sizeof(struct pcm_span);
+    for (size_t k = at >> PCM_PAGE_SHIFT; k <= (at + sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT; k++) {
+        pcm_word_t bit = (pcm_word_t)1 << k;
+        if (s->descriptors_gone & bit) {
+            s->descriptors_gone &= ~bit;
+            pcm_stats_committed(PCM_PAGE_SIZE);
+        }
+    }
+    return slot;
 }
 
 struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsigned cls, size_t pages)
