@@ -70,12 +70,6 @@ static size_t committed_bytes(void)
     return (size_t)totals.committed_bytes;
 }
 
-/* The header page that holds descriptor slot `slot` (the first, if two). */
-static unsigned slot_page(size_t slot)
-{
-    return (unsigned)((offsetof(struct pcm_segment, span) + slot * sizeof(struct pcm_span)) >> PCM_PAGE_SHIFT);
-}
-
 /* The header pages holding slots [first, last], a bit each. */
 static pcm_word_t slot_pages(size_t first, size_t last)
 {
@@ -176,7 +170,8 @@ PCM_TEST(segment_descriptors_packed_and_unused_pages_go_back)
     struct pcm_span *again = pcm_segment_span_create(s, cls, pages);
     PCM_REQUIRE(again, "no span");
     PCM_CHECK(again == &s->span[1], "a new span took slot %ld, not 1", (long)(again - s->span));
-    PCM_CHECK(!(s->descriptors_gone >> slot_page(1) & 1), "header page %u still gone under slot 1", slot_page(1));
+    PCM_CHECK(!(s->descriptors_gone & slot_pages(1, 1)), "slot 1's header page still gone: 0x%lx",
+              (unsigned long)s->descriptors_gone);
     PCM_CHECK(pcm_span_of(s, (void *)again->start) == again && again->class_plus1 == cls + 1 && again->pages == pages,
               "the new span's descriptor reads class %u, %u pages", again->class_plus1, again->pages);
 
