@@ -244,7 +244,13 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
  * come in a row with no refill between: objects only come back, and a
  * large cache would only hold them longer - colder, so that the flush,
  * which walks them, misses the cache on each.  A limit of 0 (stopped by a
- * drain, cache_rseq_slow.c) is left alone. */
+ * drain, cache_rseq_slow.c) is left alone.  Growing only when the flush
+ * came within 1 us an object after the refill (a batch that went out and
+ * came back, not a class freed and allocated at random, which drifts
+ * between empty and full) lowered the committed peak of larson at one
+ * thread only from 532 to 516 KiB and of mixed sizes from 37.95 to 37.75
+ * MB, for a clock read at each refill and flush: these programs' memory
+ * is in their spans and live objects, not in grown caches. */
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls);
 /* Every list's limit to its start (open: a heap made ready, a drain done;
  * the caches' refill and flush history forgotten too) or to 0 (stopped,
