@@ -246,12 +246,13 @@ rseq-simulation-lib:
 
 # The same at tiny sizes, one repetition, failing on any crash or wrong
 # checksum: part of test-all, so the benchmarks never rot. The runner's unit
-# test first; one variant (this build on its CAS fast path) keeps
+# tests first; one variant (this build on its CAS fast path) keeps
 # BENCH_VARIANTS, which make bench-compare relies on, from rotting too, and
 # another runs every benchmark on the hardened library (mk/hardened.mk).
 bench-quick: lib rseq-simulation-lib
 	scripts/bench_deps.sh
 	python3 bench/test_variants.py
+	python3 bench/test_overlap.py
 	BENCH_QUICK=1 BENCH_STRICT=1 \
 	    BENCH_VARIANTS=pcmalloc-cas=$(BUILD)/libpcmalloc.so:PCMALLOC_RSEQ=0,pcmalloc-hardened=$(BUILD)/libpcmalloc-hardened.so \
 	    BENCH_PCMALLOC_CALLGRIND=$(RSEQ_SIMULATION_LIB) python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick

@@ -28,6 +28,8 @@ class Cell:
     value: float = 0.0  # median over the successful runs
     rss_kb: float = 0.0  # median peak RSS over the successful runs
     spread: float = 0.0  # (max - min) / median of the successful runs
+    low: float = 0.0  # the least and greatest value of the successful runs
+    high: float = 0.0
     detail: str = ""
     time_ratio: float | None = None
     rss_ratio: float | None = None
@@ -70,7 +72,17 @@ def _cell(runs):
         cell.value = statistics.median(values)
         cell.rss_kb = statistics.median(r["maxrss_kb"] for r in good)
         cell.spread = (max(values) - min(values)) / cell.value if cell.value else 0.0
+        cell.low, cell.high = min(values), max(values)
     return cell
+
+
+def overlap(cell, other):
+    """Whether two successful cells of one column had runs that overlap:
+    each one's range of values (least to greatest) meets the other's. Then
+    the order of their medians is one this machine's noise can reverse, and
+    a ratio above or below 1.00 between them says little. Needs two runs or
+    more each to mean anything; single runs overlap only when equal."""
+    return cell.ok and other.ok and cell.low <= other.high and other.low <= cell.high
 
 
 def _as_time(cell):

@@ -171,6 +171,7 @@ class Report:
                   + variant_heads + "peak RSS vs best peer |",
                   "|---|---|---|---|---|---|" + "---|" * len(self.variants))
         wins = close = losses = total = 0
+        tied_wins = tied_losses = 0
         for benchmark in self.benchmarks:
             for key in self.s.configs(benchmark):
                 column = self.tables.get((benchmark.name, *key), {})
@@ -185,7 +186,10 @@ class Report:
                     wins += ratio is not None and ratio <= 1.0
                     close += ratio is not None and 1.0 < ratio <= 1.1
                     losses += ratio is not None and ratio > 2.0
-                    flag = " ⚠" if ratio is not None and ratio > 2.0 else ""
+                    tied = ratio is not None and peer is not None and aggregate.overlap(mine, column[peer])
+                    tied_wins += tied and ratio <= 1.0
+                    tied_losses += tied and ratio > 1.0
+                    flag = (" ≈" if tied else "") + (" ⚠" if ratio is not None and ratio > 2.0 else "")
                     self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
                               f"| {_value(mine)} | {peer_text} | {_ratio(ratio)}{flag} "
                               f"| {self._variant_cells(column)}{_ratio(mine.rss_ratio)} |")
@@ -209,7 +213,10 @@ class Report:
                       f"| {_ratio(ratios.get('pcmalloc'))} | {variant_cells}|")
         self._out("", f"pcmalloc is at least as fast as the best peer in {wins} of {total} "
                   f"timed columns, within 10% in {close} more, and more than twice as slow in "
-                  f"{losses} (marked ⚠).", "")
+                  f"{losses} (marked ⚠). In {tied_wins + tied_losses} columns (marked ≈: "
+                  f"{tied_wins} of the first kind, {tied_losses} slower) the runs of pcmalloc and "
+                  f"of the best peer overlap, so this machine's noise could reverse their order.",
+                  "")
 
     def _variant_cells(self, column):
         """The glance table's cells of the variants, each ending in " | "."""
@@ -383,6 +390,9 @@ class Report:
             "- Peak RSS is the kernel's maximum resident set size of the process (wait4's "
             "rusage), benchmark data included: compare allocators, not absolute values.",
             "- `spread` is (max - min) / median over the repetitions: the noise of this machine.",
+            "- ≈ beside a ratio at a glance: the runs of pcmalloc and of the best peer overlap (the "
+            "range from each one's slowest run to its fastest meets the other's), so a rerun could "
+            "put them in the other order; the ratio of medians alone does not show that.",
             "- Variants (`BENCH_VARIANTS`) are other builds or settings of pcmalloc, run "
             "interleaved like every allocator. Their ratios are to the best *peer*, like "
             "pcmalloc's, so pcmalloc's and a variant's ratios in one column compare directly; "

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""bench/test_overlap.py - unit test of the noise marks: when the runs of
+two cells overlap (aggregate.overlap), and the ≈ that "At a glance" puts
+beside the ratios of such columns, with the count under the table.
+
+    python3 bench/test_overlap.py      (make bench-quick runs it first)
+
+Standard library only, no benchmark is run, well under a second.
+"""
+
+import os
+import sys
+import unittest
+from types import SimpleNamespace
+from unittest import mock
+
+sys.dont_write_bytecode = True  # keep bench/ free of __pycache__
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import aggregate  # noqa: E402
+import allocators  # noqa: E402
+import report  # noqa: E402
+import suite  # noqa: E402
+
+
+def _records(allocator, times, threads):
+    return [{"repetition": i + 1, "benchmark": "larson", "threads": threads, "pinned": False,
+             "allocator": allocator, "status": "ok", "metric": "time", "value": t, "unit": "s",
+             "checksum": "0" * 16, "maxrss_kb": 1000.0, "wall_s": t, "args": "ops=1",
+             "detail": ""} for i, t in enumerate(times)]
+
+
+def _cell(times, status="ok"):
+    records = _records("glibc", times, 1)
+    for r in records:
+        r["status"] = status
+    return aggregate.tables(records, [allocators.Allocator("glibc", None, True, "2.36")])[
+        ("larson", 1, False)]["glibc"]
+
+
+class Overlap(unittest.TestCase):
+    def test_ranges_that_meet_overlap_either_way_round(self):
+        self.assertTrue(aggregate.overlap(_cell([1.0, 2.0, 3.0]), _cell([2.5, 4.0, 5.0])))
+        self.assertTrue(aggregate.overlap(_cell([2.5, 4.0, 5.0]), _cell([1.0, 2.0, 3.0])))
+        self.assertTrue(aggregate.overlap(_cell([1.0, 2.0]), _cell([2.0, 3.0])))  # one shared end
+
+    def test_one_range_inside_the_other_overlaps(self):
+        self.assertTrue(aggregate.overlap(_cell([1.0, 5.0, 9.0]), _cell([4.0, 4.5, 5.0])))
+
+    def test_separate_ranges_do_not(self):
+        self.assertFalse(aggregate.overlap(_cell([1.0, 1.5, 2.0]), _cell([2.1, 3.0])))
+        self.assertFalse(aggregate.overlap(_cell([2.1, 3.0]), _cell([1.0, 1.5, 2.0])))
+
+    def test_single_runs_overlap_only_when_equal(self):
+        self.assertTrue(aggregate.overlap(_cell([1.5]), _cell([1.5])))
+        self.assertFalse(aggregate.overlap(_cell([1.5]), _cell([1.6])))
+
+    def test_a_failed_cell_overlaps_nothing(self):
+        self.assertFalse(aggregate.overlap(_cell([1.0, 2.0], status="crashed"), _cell([1.0, 2.0])))
+        self.assertFalse(aggregate.overlap(_cell([1.0, 2.0]), _cell([1.0, 2.0], status="timeout")))
+
+
+# Times of larson at 1, 2 and 4 threads (lower is better, as "time" cells):
+#   1: pcmalloc's median equals jemalloc's and the runs overlap - a tie it wins by the rule;
+#   2: pcmalloc 1.83 x slower and every run slower - a loss, no mark;
+#   4: pcmalloc 1.12 x slower by the medians, but its fastest run beats
+#      jemalloc's slowest - a loss the noise could reverse.
+TIMES = {
+    1: {"pcmalloc": [1.0, 1.2, 1.4], "jemalloc": [1.1, 1.2, 1.3], "glibc": [3.0, 3.1, 3.2]},
+    2: {"pcmalloc": [2.0, 2.1, 2.2], "jemalloc": [1.1, 1.15, 1.2], "glibc": [3.0, 3.1, 3.2]},
+    4: {"pcmalloc": [1.3, 1.4, 1.5], "jemalloc": [1.2, 1.25, 1.35], "glibc": [3.0, 3.1, 3.2]},
+}
+
+
+class GlanceMarks(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        allocs = [allocators.Allocator("pcmalloc", "/new/lib.so", False, "commit new"),
+                  allocators.Allocator("glibc", None, True, "2.36"),
+                  allocators.Allocator("jemalloc", "/usr/lib/libjemalloc.so.2", True, "5.3")]
+        records = [r for threads, cells in TIMES.items() for name, times in cells.items()
+                   for r in _records(name, times, threads)]
+        tables = aggregate.tables(records, allocs)
+        larson = next(b for b in suite.BENCHMARKS if b.name == "larson")
+        settings = SimpleNamespace(
+            quick=False, repetitions=3, elapsed_s=6.0, load_start=0.0, load_end=0.0,
+            skipped_allocators=[], pinned_threads=0, fastpath_args=["pairs=10"],
+            fastpath_overhead=1.0, configs=lambda b: [(t, False) for t in TIMES],
+            argv=lambda b, t: ["ops=1"])
+        written = report.Report(settings, [("CPU", "test")], allocs, [larson], tables,
+                                lambda column: aggregate.best_peer(column, allocs), {}, {}, [], set())
+        with mock.patch("builtins.open", mock.mock_open()) as opened:
+            written.write("results.md")
+        cls.text = "".join(c.args[0] for c in opened().write.call_args_list)
+
+    def _line(self, start):
+        lines = [line for line in self.text.splitlines() if line.startswith(start)]
+        self.assertEqual(len(lines), 1, f"one line starting {start!r} in:\n{self.text}")
+        return lines[0]
+
+    def test_a_tie_by_the_medians_with_overlapping_runs_is_marked(self):
+        self.assertEqual(self._line("| larson | 1 |"),
+                         "| larson | 1 | 1.20 s | jemalloc 1.20 s | 1.00 ≈ | 1.00 |")
+
+    def test_a_loss_outside_the_noise_is_not_marked(self):
+        self.assertEqual(self._line("| larson | 2 |"),
+                         "| larson | 2 | 2.10 s | jemalloc 1.15 s | 1.83 | 1.00 |")
+
+    def test_a_loss_the_noise_could_reverse_is_marked(self):
+        self.assertEqual(self._line("| larson | 4 |"),
+                         "| larson | 4 | 1.40 s | jemalloc 1.25 s | 1.12 ≈ | 1.00 |")
+
+    def test_the_line_under_the_table_counts_wins_and_losses_apart(self):
+        self.assertIn("In 2 columns (marked ≈: 1 of the first kind, 1 slower) the runs of "
+                      "pcmalloc and of the best peer overlap", self.text)
+
+    def test_how_to_read_explains_the_mark(self):
+        self.assertIn("- ≈ beside a ratio at a glance:", self.text)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
