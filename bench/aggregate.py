@@ -30,6 +30,8 @@ class Cell:
     spread: float = 0.0  # (max - min) / median of the successful runs
     low: float = 0.0  # the least and greatest value of the successful runs
     high: float = 0.0
+    rss_low: float = 0.0  # the same of their peak RSS
+    rss_high: float = 0.0
     detail: str = ""
     time_ratio: float | None = None
     rss_ratio: float | None = None
@@ -73,6 +75,7 @@ def _cell(runs):
         cell.rss_kb = statistics.median(r["maxrss_kb"] for r in good)
         cell.spread = (max(values) - min(values)) / cell.value if cell.value else 0.0
         cell.low, cell.high = min(values), max(values)
+        cell.rss_low, cell.rss_high = min(r["maxrss_kb"] for r in good), max(r["maxrss_kb"] for r in good)
     return cell
 
 
@@ -83,6 +86,11 @@ def overlap(cell, other):
     a ratio above or below 1.00 between them says little. Needs two runs or
     more each to mean anything; single runs overlap only when equal."""
     return cell.ok and other.ok and cell.low <= other.high and other.low <= cell.high
+
+
+def rss_overlap(cell, other):
+    """The same for the cells' peak RSS."""
+    return cell.ok and other.ok and cell.rss_low <= other.rss_high and other.rss_low <= cell.rss_high
 
 
 def _as_time(cell):

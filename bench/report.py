@@ -172,6 +172,7 @@ class Report:
                   "|---|---|---|---|---|---|" + "---|" * len(self.variants))
         wins = close = losses = total = 0
         tied_wins = tied_losses = 0
+        rss_above = rss_tied = 0
         for benchmark in self.benchmarks:
             for key in self.s.configs(benchmark):
                 column = self.tables.get((benchmark.name, *key), {})
@@ -190,9 +191,15 @@ class Report:
                     tied_wins += tied and ratio <= 1.0
                     tied_losses += tied and ratio > 1.0
                     flag = (" ≈" if tied else "") + (" ⚠" if ratio is not None and ratio > 2.0 else "")
+                    smallest = self._smallest_peer(column)
+                    rss_tie = smallest is not None and aggregate.rss_overlap(mine, smallest)
+                    above = mine.rss_ratio is not None and mine.rss_ratio > 1.0
+                    rss_above += above
+                    rss_tied += above and rss_tie
                     self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
                               f"| {_value(mine)} | {peer_text} | {_ratio(ratio)}{flag} "
-                              f"| {self._variant_cells(column)}{_ratio(mine.rss_ratio)} |")
+                              f"| {self._variant_cells(column)}{_ratio(mine.rss_ratio)}"
+                              f"{' ≈' if rss_tie else ''} |")
                 else:
                     self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
                               f"| {_failure(mine)} | {peer_text} | | "
@@ -215,8 +222,14 @@ class Report:
                   f"timed columns, within 10% in {close} more, and more than twice as slow in "
                   f"{losses} (marked ⚠). In {tied_wins + tied_losses} columns (marked ≈: "
                   f"{tied_wins} of the first kind, {tied_losses} slower) the runs of pcmalloc and "
-                  f"of the best peer overlap, so this machine's noise could reverse their order.",
-                  "")
+                  f"of the best peer overlap, so this machine's noise could reverse their order. "
+                  f"Its peak RSS is above the smallest peer's in {rss_above} columns, in {rss_tied} "
+                  f"of them (≈) within the overlap of their runs.", "")
+
+    def _smallest_peer(self, column):
+        """The cell of the successful peer with the least peak RSS, or None."""
+        cells = [c for n, c in column.items() if n in self.peers and c.ok and c.value > 0]
+        return min(cells, key=lambda c: c.rss_kb) if cells else None
 
     def _variant_cells(self, column):
         """The glance table's cells of the variants, each ending in " | "."""
@@ -392,7 +405,9 @@ class Report:
             "- `spread` is (max - min) / median over the repetitions: the noise of this machine.",
             "- ≈ beside a ratio at a glance: the runs of pcmalloc and of the best peer overlap (the "
             "range from each one's slowest run to its fastest meets the other's), so a rerun could "
-            "put them in the other order; the ratio of medians alone does not show that.",
+            "put them in the other order; the ratio of medians alone does not show that. Beside "
+            "a peak RSS ratio: the same for the peak RSS of pcmalloc's runs and of the peer with "
+            "the smallest.",
             "- Variants (`BENCH_VARIANTS`) are other builds or settings of pcmalloc, run "
             "interleaved like every allocator. Their ratios are to the best *peer*, like "
             "pcmalloc's, so pcmalloc's and a variant's ratios in one column compare directly; "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/test_overlap.py - unit test of the noise marks: when the runs of
-two cells overlap (aggregate.overlap), and the ≈ that "At a glance" puts
-beside the ratios of such columns, with the count under the table.
+two cells overlap (aggregate.overlap, and rss_overlap for their peak RSS),
+and the ≈ that "At a glance" puts beside the ratios of such columns, with
+the counts under the table.
 
     python3 bench/test_overlap.py      (make bench-quick runs it first)
 
@@ -23,11 +24,12 @@ import report  # noqa: E402
 import suite  # noqa: E402
 
 
-def _records(allocator, times, threads):
+def _records(allocator, times, threads, rss=None):
+    rss = rss or [1000.0] * len(times)
     return [{"repetition": i + 1, "benchmark": "larson", "threads": threads, "pinned": False,
              "allocator": allocator, "status": "ok", "metric": "time", "value": t, "unit": "s",
-             "checksum": "0" * 16, "maxrss_kb": 1000.0, "wall_s": t, "args": "ops=1",
-             "detail": ""} for i, t in enumerate(times)]
+             "checksum": "0" * 16, "maxrss_kb": kb, "wall_s": t, "args": "ops=1",
+             "detail": ""} for i, (t, kb) in enumerate(zip(times, rss))]
 
 
 def _cell(times, status="ok"):
@@ -55,6 +57,18 @@ class Overlap(unittest.TestCase):
         self.assertTrue(aggregate.overlap(_cell([1.5]), _cell([1.5])))
         self.assertFalse(aggregate.overlap(_cell([1.5]), _cell([1.6])))
 
+    def test_peak_rss_ranges_overlap_by_the_same_rule(self):
+        low = _records("glibc", [1.0, 1.0], 1, rss=[900.0, 1000.0])
+        high = _records("glibc", [1.0, 1.0], 1, rss=[1000.0, 1200.0])
+        higher = _records("glibc", [1.0, 1.0], 1, rss=[1001.0, 1200.0])
+        alloc = [allocators.Allocator("glibc", None, True, "2.36")]
+
+        def cell(records):
+            return aggregate.tables(records, alloc)[("larson", 1, False)]["glibc"]
+        self.assertTrue(aggregate.rss_overlap(cell(low), cell(high)))
+        self.assertFalse(aggregate.rss_overlap(cell(low), cell(higher)))
+        self.assertFalse(aggregate.rss_overlap(cell(higher), cell(low)))
+
     def test_a_failed_cell_overlaps_nothing(self):
         self.assertFalse(aggregate.overlap(_cell([1.0, 2.0], status="crashed"), _cell([1.0, 2.0])))
         self.assertFalse(aggregate.overlap(_cell([1.0, 2.0]), _cell([1.0, 2.0], status="timeout")))
@@ -70,6 +84,15 @@ TIMES = {
     2: {"pcmalloc": [2.0, 2.1, 2.2], "jemalloc": [1.1, 1.15, 1.2], "glibc": [3.0, 3.1, 3.2]},
     4: {"pcmalloc": [1.3, 1.4, 1.5], "jemalloc": [1.2, 1.25, 1.35], "glibc": [3.0, 3.1, 3.2]},
 }
+# Their peak RSS in KiB, glibc the smallest peer each time:
+#   1: pcmalloc 1.16 x glibc's by the medians, its least meets glibc's most - marked;
+#   2: pcmalloc twice glibc's in every run - no mark;
+#   4: pcmalloc below glibc in every run - no mark.
+RSS = {
+    1: {"pcmalloc": [1000.0, 1100.0, 1200.0], "jemalloc": [1150.0] * 3, "glibc": [900.0, 950.0, 1000.0]},
+    2: {"pcmalloc": [2000.0] * 3, "jemalloc": [1100.0] * 3, "glibc": [1000.0] * 3},
+    4: {"pcmalloc": [900.0] * 3, "jemalloc": [1100.0] * 3, "glibc": [1000.0] * 3},
+}
 
 
 class GlanceMarks(unittest.TestCase):
@@ -79,7 +102,7 @@ class GlanceMarks(unittest.TestCase):
                   allocators.Allocator("glibc", None, True, "2.36"),
                   allocators.Allocator("jemalloc", "/usr/lib/libjemalloc.so.2", True, "5.3")]
         records = [r for threads, cells in TIMES.items() for name, times in cells.items()
-                   for r in _records(name, times, threads)]
+                   for r in _records(name, times, threads, RSS[threads][name])]
         tables = aggregate.tables(records, allocs)
         larson = next(b for b in suite.BENCHMARKS if b.name == "larson")
         settings = SimpleNamespace(
@@ -100,19 +123,21 @@ class GlanceMarks(unittest.TestCase):
 
     def test_a_tie_by_the_medians_with_overlapping_runs_is_marked(self):
         self.assertEqual(self._line("| larson | 1 |"),
-                         "| larson | 1 | 1.20 s | jemalloc 1.20 s | 1.00 ≈ | 1.00 |")
+                         "| larson | 1 | 1.20 s | jemalloc 1.20 s | 1.00 ≈ | 1.16 ≈ |")
 
     def test_a_loss_outside_the_noise_is_not_marked(self):
         self.assertEqual(self._line("| larson | 2 |"),
-                         "| larson | 2 | 2.10 s | jemalloc 1.15 s | 1.83 | 1.00 |")
+                         "| larson | 2 | 2.10 s | jemalloc 1.15 s | 1.83 | 2.00 |")
 
     def test_a_loss_the_noise_could_reverse_is_marked(self):
         self.assertEqual(self._line("| larson | 4 |"),
-                         "| larson | 4 | 1.40 s | jemalloc 1.25 s | 1.12 ≈ | 1.00 |")
+                         "| larson | 4 | 1.40 s | jemalloc 1.25 s | 1.12 ≈ | 0.90 |")
 
     def test_the_line_under_the_table_counts_wins_and_losses_apart(self):
         self.assertIn("In 2 columns (marked ≈: 1 of the first kind, 1 slower) the runs of "
                       "pcmalloc and of the best peer overlap", self.text)
+        self.assertIn("Its peak RSS is above the smallest peer's in 2 columns, in 1 of them (≈) "
+                      "within the overlap of their runs.", self.text)
 
     def test_how_to_read_explains_the_mark(self):
         self.assertIn("- ≈ beside a ratio at a glance:", self.text)
