@@ -13,7 +13,6 @@ import os
 import sys
 import unittest
 from types import SimpleNamespace
-from unittest import mock
 
 sys.dont_write_bytecode = True  # keep bench/ free of __pycache__
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +21,7 @@ import aggregate  # noqa: E402
 import allocators  # noqa: E402
 import report  # noqa: E402
 import suite  # noqa: E402
+import test_support  # noqa: E402
 
 
 def _records(allocator, times, threads, rss=None):
@@ -112,14 +112,10 @@ class GlanceMarks(unittest.TestCase):
             argv=lambda b, t: ["ops=1"])
         written = report.Report(settings, [("CPU", "test")], allocs, [larson], tables,
                                 lambda column: aggregate.best_peer(column, allocs), {}, {}, [], set())
-        with mock.patch("builtins.open", mock.mock_open()) as opened:
-            written.write("results.md")
-        cls.text = "".join(c.args[0] for c in opened().write.call_args_list)
+        cls.text = test_support.report_text(written)
 
     def _line(self, start):
-        lines = [line for line in self.text.splitlines() if line.startswith(start)]
-        self.assertEqual(len(lines), 1, f"one line starting {start!r} in:\n{self.text}")
-        return lines[0]
+        return test_support.one_line(self, self.text, start)
 
     def test_a_tie_by_the_medians_with_overlapping_runs_is_marked(self):
         self.assertEqual(self._line("| larson | 1 |"),

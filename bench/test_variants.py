@@ -26,6 +26,7 @@ import plot  # noqa: E402
 import report  # noqa: E402
 import run  # noqa: E402
 import suite  # noqa: E402
+import test_support  # noqa: E402
 
 Allocator = allocators.Allocator
 
@@ -187,14 +188,10 @@ class Report(unittest.TestCase):
         written = report.Report(settings, [("CPU", "test")], allocs, [tree], tables,
                                 lambda column: aggregate.best_peer(column, allocs), fastpath,
                                 aggregate.fastpath_ratios(fastpath, allocs), [], set())
-        with mock.patch("builtins.open", mock.mock_open()) as opened:
-            written.write("results.md")
-        cls.text = "".join(c.args[0] for c in opened().write.call_args_list)
+        cls.text = test_support.report_text(written)
 
     def _line(self, start):
-        lines = [line for line in self.text.splitlines() if line.startswith(start)]
-        self.assertEqual(len(lines), 1, f"one line starting {start!r} in:\n{self.text}")
-        return lines[0]
+        return test_support.one_line(self, self.text, start)
 
     def test_peers_named_in_the_header_exclude_variants(self):
         self.assertIn("(the best of glibc, jemalloc)", self.text)
