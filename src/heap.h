@@ -66,7 +66,7 @@
 #define PCM_OUTGOING_CLASSES 31u
 #define PCM_OUTGOING_LIMIT 32u
 /* 4 KiB instead (batches of 10 objects of 400 bytes, not 32) saved only 2 %
- * of larson's peak RSS at 2 threads (3.14 -> 3.08 MB, medians of 9), and in
+ * of larson's peak RSS at 2 threads (3,140 -> 3,080 KiB, medians of 9), and in
  * make bench-compare (medians of 5) xmalloc at 4 and 8 threads went from
  * 0.78 and 0.73 of the best peer's time to 0.92 and 1.05 (11 runs at 4
  * threads before it had shown no loss): more, smaller sends onto the
@@ -248,9 +248,9 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
  * came within 1 us an object after the refill (a batch that went out and
  * came back, not a class freed and allocated at random, which drifts
  * between empty and full) lowered the committed peak of larson at one
- * thread only from 532 to 516 KiB and of mixed sizes from 37.95 to 37.75
- * MB, for a clock read at each refill and flush: these programs' memory
- * is in their spans and live objects, not in grown caches. */
+ * thread only from 532 to 516 KiB and of mixed sizes from 37,952 to
+ * 37,752 KiB, for a clock read at each refill and flush: these programs'
+ * memory is in their spans and live objects, not in grown caches. */
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls);
 /* Every list's limit to its start (open: a heap made ready, a drain done;
  * the caches' refill and flush history forgotten too) or to 0 (stopped,

@@ -39,8 +39,8 @@ struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes);
  * off and filling grown mappings with other cached pages by mremap cost
  * sixty times the system calls for no lower peak (README, Limitations).
  * Decommitting the tail beyond twice the request as the mapping is taken
- * lowered mixed sizes' peak RSS at one thread only from 39.7 to 38.9 MB,
- * at a quarter of the speed (6.3 -> 1.5 M ops/s, medians of 5): the
+ * lowered mixed sizes' peak RSS at one thread only from 39,652 to 38,872
+ * KiB, at a quarter of the speed (6.3 -> 1.5 M ops/s, medians of 5): the
  * pages a later, larger request faults in again cost more. */
 struct pcm_large *pcm_large_cache_take_nearest(size_t map_bytes);
 /* Keep a freed mapping (segment-aligned, header's map_bytes set); false
