@@ -65,12 +65,13 @@
  * doubling (sizeclass.h); checked by tests/unit/fast_path.c. */
 #define PCM_OUTGOING_CLASSES 31u
 #define PCM_OUTGOING_LIMIT 32u
-/* 4 KiB instead (batches of 10 objects of 400 bytes, not 32) saved only 2 %
- * of larson's peak RSS at 2 threads (3,140 -> 3,080 KiB, medians of 9), and in
- * make bench-compare (medians of 5) xmalloc at 4 and 8 threads went from
- * 0.78 and 0.73 of the best peer's time to 0.92 and 1.05 (11 runs at 4
- * threads before it had shown no loss): more, smaller sends onto the
- * owners' remote stacks, for no RSS worth having. */
+/* 4 KiB instead (lists of 9 objects of 416 bytes, not 32) lowered larson's
+ * committed peak at 2 threads from 1384 to 1248 KiB (medians of 5) but its
+ * peak RSS only from 3,140 to 3,080 KiB (medians of 9), and in make
+ * bench-compare (medians of 5) xmalloc at 4 and 8 threads went from 0.78
+ * and 0.73 of the best peer's time to 0.92 and 1.05 (11 runs at 4 threads
+ * before it had shown no loss): more, smaller sends onto the owners'
+ * remote stacks, for little RSS. */
 #define PCM_OUTGOING_BYTES (16u * 1024u)
 
 struct pcm_bin {
