@@ -73,10 +73,14 @@ def _cell(runs):
         cell.metric, cell.unit = good[0]["metric"], good[0]["unit"]
         cell.value = statistics.median(values)
         cell.rss_kb = statistics.median(r["maxrss_kb"] for r in good)
-        cell.spread = (max(values) - min(values)) / cell.value if cell.value else 0.0
         cell.low, cell.high = min(values), max(values)
+        cell.spread = (cell.high - cell.low) / cell.value if cell.value else 0.0
         cell.rss_low, cell.rss_high = min(r["maxrss_kb"] for r in good), max(r["maxrss_kb"] for r in good)
     return cell
+
+
+def _ranges_meet(low, high, other_low, other_high):
+    return low <= other_high and other_low <= high
 
 
 def overlap(cell, other):
@@ -85,12 +89,12 @@ def overlap(cell, other):
     the order of their medians is one this machine's noise can reverse, and
     a ratio above or below 1.00 between them says little. Needs two runs or
     more each to mean anything; single runs overlap only when equal."""
-    return cell.ok and other.ok and cell.low <= other.high and other.low <= cell.high
+    return cell.ok and other.ok and _ranges_meet(cell.low, cell.high, other.low, other.high)
 
 
 def rss_overlap(cell, other):
     """The same for the cells' peak RSS."""
-    return cell.ok and other.ok and cell.rss_low <= other.rss_high and other.rss_low <= cell.rss_high
+    return cell.ok and other.ok and _ranges_meet(cell.rss_low, cell.rss_high, other.rss_low, other.rss_high)
 
 
 def _as_time(cell):
@@ -129,13 +133,24 @@ def tables(records, allocators):
     return result
 
 
+def _peer_cells(column, allocators):
+    """(name, cell) of each peer in a column that ran successfully."""
+    peers = {a.name for a in allocators if a.is_peer}
+    return [(n, c) for n, c in column.items() if n in peers and c.ok and c.value > 0]
+
+
 def best_peer(column, allocators):
     """The name of the fastest successful peer in a column, or None."""
-    peers = {a.name for a in allocators if a.is_peer}
-    candidates = [(n, c) for n, c in column.items() if n in peers and c.ok and c.value > 0]
+    candidates = _peer_cells(column, allocators)
     if not candidates:
         return None
     return min(candidates, key=lambda nc: _as_time(nc[1]))[0]
+
+
+def smallest_peer(column, allocators):
+    """The cell of the successful peer with the least peak RSS, or None."""
+    candidates = _peer_cells(column, allocators)
+    return min((c for _, c in candidates), key=lambda c: c.rss_kb) if candidates else None
 
 
 def fastpath_ratios(counts, allocators):

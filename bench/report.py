@@ -191,7 +191,7 @@ class Report:
                     tied_wins += tied and ratio <= 1.0
                     tied_losses += tied and ratio > 1.0
                     flag = (" ≈" if tied else "") + (" ⚠" if ratio is not None and ratio > 2.0 else "")
-                    smallest = self._smallest_peer(column)
+                    smallest = aggregate.smallest_peer(column, self.allocators)
                     rss_tie = smallest is not None and aggregate.rss_overlap(mine, smallest)
                     above = mine.rss_ratio is not None and mine.rss_ratio > 1.0
                     rss_above += above
@@ -225,11 +225,6 @@ class Report:
                   f"of the best peer overlap, so this machine's noise could reverse their order. "
                   f"Its peak RSS is above the smallest peer's in {rss_above} columns, in {rss_tied} "
                   f"of them (≈) within the overlap of their runs.", "")
-
-    def _smallest_peer(self, column):
-        """The cell of the successful peer with the least peak RSS, or None."""
-        cells = [c for n, c in column.items() if n in self.peers and c.ok and c.value > 0]
-        return min(cells, key=lambda c: c.rss_kb) if cells else None
 
     def _variant_cells(self, column):
         """The glance table's cells of the variants, each ending in " | "."""

@@ -32,8 +32,8 @@ def _records(allocator, times, threads, rss=None):
              "detail": ""} for i, (t, kb) in enumerate(zip(times, rss))]
 
 
-def _cell(times, status="ok"):
-    records = _records("glibc", times, 1)
+def _cell(times, status="ok", rss=None):
+    records = _records("glibc", times, 1, rss)
     for r in records:
         r["status"] = status
     return aggregate.tables(records, [allocators.Allocator("glibc", None, True, "2.36")])[
@@ -58,16 +58,12 @@ class Overlap(unittest.TestCase):
         self.assertFalse(aggregate.overlap(_cell([1.5]), _cell([1.6])))
 
     def test_peak_rss_ranges_overlap_by_the_same_rule(self):
-        low = _records("glibc", [1.0, 1.0], 1, rss=[900.0, 1000.0])
-        high = _records("glibc", [1.0, 1.0], 1, rss=[1000.0, 1200.0])
-        higher = _records("glibc", [1.0, 1.0], 1, rss=[1001.0, 1200.0])
-        alloc = [allocators.Allocator("glibc", None, True, "2.36")]
-
-        def cell(records):
-            return aggregate.tables(records, alloc)[("larson", 1, False)]["glibc"]
-        self.assertTrue(aggregate.rss_overlap(cell(low), cell(high)))
-        self.assertFalse(aggregate.rss_overlap(cell(low), cell(higher)))
-        self.assertFalse(aggregate.rss_overlap(cell(higher), cell(low)))
+        low = _cell([1.0, 1.0], rss=[900.0, 1000.0])
+        high = _cell([1.0, 1.0], rss=[1000.0, 1200.0])
+        higher = _cell([1.0, 1.0], rss=[1001.0, 1200.0])
+        self.assertTrue(aggregate.rss_overlap(low, high))
+        self.assertFalse(aggregate.rss_overlap(low, higher))
+        self.assertFalse(aggregate.rss_overlap(higher, low))
 
     def test_a_failed_cell_overlaps_nothing(self):
         self.assertFalse(aggregate.overlap(_cell([1.0, 2.0], status="crashed"), _cell([1.0, 2.0])))
