@@ -34,7 +34,7 @@ test-vm: all
 test-vm-all:
 	@rm -rf $(RESULTS_VM)
 	-@for arch in $(VM_ARCHS); do \
-	    $(MAKE) --no-print-directory test-vm ARCH=$$arch RESULTS_VM=$(RESULTS_VM) || true; \
+	    $(MAKE) --no-print-directory $(PARALLEL_BUILD) test-vm ARCH=$$arch RESULTS_VM=$(RESULTS_VM) || true; \
 	    [ -s $(RESULTS_VM)/$$arch-vm.txt ] || { mkdir -p $(RESULTS_VM); \
 	      echo "vm_boot_report_power_off 0 1" > $(RESULTS_VM)/$$arch-vm.txt; }; done
 	@qemu/summarize.sh $(RESULTS_VM)

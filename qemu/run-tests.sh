@@ -24,15 +24,23 @@ results=${RESULTS:-$build/results}
 mkdir -p "$results"
 per_binary_timeout=${PCM_TEST_TIMEOUT:-900}
 
+# seconds_since NANOSECONDS: the time since then, to a tenth of a second
+# (each binary's line shows it, so a suite that grows slow shows where).
+seconds_since() {
+    local tenths=$((($(date +%s%N) - $1) / 100000000))
+    echo "$((tenths / 10)).$((tenths % 10))"
+}
+
 # run_binary SUITE BINARY RUNNER...: run one harness binary, echo its output
 # indented, and record its counts.  A binary that dies or prints no summary
 # counts as one failure, so a crash can never pass.
 run_binary() {
     local suite=$1 binary=$2
     shift 2
-    local log rc summary passed failed
+    local log rc summary passed failed started
     log=$(mktemp)
     echo "== [$suite] $binary"
+    started=$(date +%s%N)
     timeout "$per_binary_timeout" "$@" "$binary" >"$log" 2>&1
     rc=$?
     sed 's/^/  /' "$log"
@@ -50,7 +58,7 @@ run_binary() {
         failed=1
     fi
     echo "$(basename "$binary") $passed $failed" >>"$results/$arch-$suite.txt"
-    echo "   [$suite] $(basename "$binary"): $passed ok, $failed not ok"
+    echo "   [$suite] $(basename "$binary"): $passed ok, $failed not ok ($(seconds_since "$started") s)"
     rm -f "$log"
 }
 
