@@ -133,9 +133,10 @@ def tables(records, allocators):
     return result
 
 
-def _peer_cells(column, allocators):
-    """(name, cell) of each peer in a column that ran successfully."""
-    peers = {a.name for a in allocators if a.is_peer}
+def _peer_cells(column, allocators, preloaded=False):
+    """(name, cell) of each peer in a column that ran successfully (with
+    `preloaded`, of those loaded by LD_PRELOAD only: every peer but glibc)."""
+    peers = {a.name for a in allocators if a.is_peer and (a.preload or not preloaded)}
     return [(n, c) for n, c in column.items() if n in peers and c.ok and c.value > 0]
 
 
@@ -147,9 +148,10 @@ def best_peer(column, allocators):
     return min(candidates, key=lambda nc: _as_time(nc[1]))[0]
 
 
-def smallest_peer(column, allocators):
-    """The cell of the successful peer with the least peak RSS, or None."""
-    candidates = _peer_cells(column, allocators)
+def smallest_peer(column, allocators, preloaded=False):
+    """The cell of the successful peer with the least peak RSS, or None;
+    `preloaded` as for _peer_cells."""
+    candidates = _peer_cells(column, allocators, preloaded)
     return min((c for _, c in candidates), key=lambda c: c.rss_kb) if candidates else None
 
 

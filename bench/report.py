@@ -173,6 +173,7 @@ class Report:
         wins = close = losses = total = 0
         tied_wins = tied_losses = 0
         rss_above = rss_tied = 0
+        least_of_preloaded = preloaded_columns = 0
         for benchmark in self.benchmarks:
             for key in self.s.configs(benchmark):
                 column = self.tables.get((benchmark.name, *key), {})
@@ -196,6 +197,9 @@ class Report:
                     above = mine.rss_ratio is not None and mine.rss_ratio > 1.0
                     rss_above += above
                     rss_tied += above and rss_tie
+                    preloaded = aggregate.smallest_peer(column, self.allocators, preloaded=True)
+                    preloaded_columns += preloaded is not None
+                    least_of_preloaded += preloaded is not None and mine.rss_kb <= preloaded.rss_kb
                     self._out(f"| {benchmark.name} | {_config_label(*key) if benchmark.threaded else '-'} "
                               f"| {_value(mine)} | {peer_text} | {_ratio(ratio)}{flag} "
                               f"| {self._variant_cells(column)}{_ratio(mine.rss_ratio)}"
@@ -224,7 +228,10 @@ class Report:
                   f"{tied_wins} of the first kind, {tied_losses} slower) the runs of pcmalloc and "
                   f"of the best peer overlap, so this machine's noise could reverse their order. "
                   f"Its peak RSS is above the smallest peer's in {rss_above} columns, in {rss_tied} "
-                  f"of them (≈) within the overlap of their runs.", "")
+                  f"of them (≈) within the overlap of their runs. Of the allocators loaded with "
+                  f"LD_PRELOAD (every peer but glibc, whose malloc comes with the C library that "
+                  f"every program maps anyway), it had the least peak RSS in {least_of_preloaded} "
+                  f"of {preloaded_columns} columns.", "")
 
     def _variant_cells(self, column):
         """The glance table's cells of the variants, each ending in " | "."""

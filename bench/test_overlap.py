@@ -100,6 +100,7 @@ class GlanceMarks(unittest.TestCase):
         records = [r for threads, cells in TIMES.items() for name, times in cells.items()
                    for r in _records(name, times, threads, RSS[threads][name])]
         tables = aggregate.tables(records, allocs)
+        cls.allocs, cls.tables = allocs, tables
         larson = next(b for b in suite.BENCHMARKS if b.name == "larson")
         settings = SimpleNamespace(
             quick=False, repetitions=3, elapsed_s=6.0, load_start=0.0, load_end=0.0,
@@ -130,6 +131,18 @@ class GlanceMarks(unittest.TestCase):
                       "pcmalloc and of the best peer overlap", self.text)
         self.assertIn("Its peak RSS is above the smallest peer's in 2 columns, in 1 of them (≈) "
                       "within the overlap of their runs.", self.text)
+
+    def test_the_line_under_the_table_counts_the_least_rss_of_the_preloaded(self):
+        # jemalloc is the only preloaded peer: pcmalloc's median is below its
+        # at 1 and 4 threads, above it at 2; glibc's smaller RSS does not count.
+        self.assertIn("Of the allocators loaded with LD_PRELOAD (every peer but glibc, whose "
+                      "malloc comes with the C library that every program maps anyway), it had "
+                      "the least peak RSS in 2 of 3 columns.", self.text)
+
+    def test_the_smallest_preloaded_peer_leaves_glibc_out(self):
+        column = self.tables[("larson", 1, False)]
+        self.assertEqual(aggregate.smallest_peer(column, self.allocs).rss_kb, 950.0)
+        self.assertEqual(aggregate.smallest_peer(column, self.allocs, preloaded=True).rss_kb, 1150.0)
 
     def test_how_to_read_explains_the_mark(self):
         self.assertIn("- ≈ beside a ratio at a glance:", self.text)
