@@ -79,6 +79,11 @@ static unsigned long parse_unsigned(const char *s, unsigned long fallback)
     return v;
 }
 
+unsigned long pcm_test_env_number(const char *name, unsigned long fallback)
+{
+    return parse_unsigned(pcm_test_getenv(name), fallback);
+}
+
 unsigned pcm_test_threads(void)
 {
     unsigned long forced = parse_unsigned(pcm_test_getenv("PCM_TEST_THREADS"), 0);

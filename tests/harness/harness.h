@@ -59,6 +59,10 @@ void pcm_test_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
  * machine's cores, at least 8 (PCM_TEST_THREADS overrides). */
 unsigned pcm_test_threads(void);
 
+/* The environment variable `name` as a decimal number, or fallback when
+ * it is unset or not one. */
+unsigned long pcm_test_env_number(const char *name, unsigned long fallback);
+
 /* Multiplier for iteration counts: 1 by default, PCM_TEST_SCALE overrides
  * (emulated runs may lower it; long soak runs raise it). Result >= 1. */
 unsigned long pcm_test_scale(unsigned long base);
