@@ -207,7 +207,7 @@ test: all
 # Builds run one compiler per CPU (unless the caller gave make its own -j,
 # seen in MAKEFLAGS when a recipe expands this): on 2 CPUs the four
 # architectures' builds took 75 s one file at a time and 37 s this way, the
-# host's hardened, ubsan, fuzz and rseq-simulation builds 53 s and 28 s.
+# host's lib, hardened, ubsan, fuzz and rseq-simulation builds 53 s and 28 s.
 # The suites' tests still run one binary at a time - each suite target's
 # tests are one recipe after its builds - so no test competes with another.
 BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
