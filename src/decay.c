@@ -16,16 +16,30 @@
 
 /* Milliseconds of CLOCK_MONOTONIC at the last tick, at the last tick of
  * the large cache, and at the last call (any slow path's); compared by
- * unsigned difference, so a 32-bit wrap (49 days) is harmless. */
+ * unsigned difference (elapsed), so a 32-bit wrap (49 days) is harmless. */
 static volatile pcm_word_t last_tick_ms;
 static volatile pcm_word_t last_large_tick_ms;
 static volatile pcm_word_t last_call_ms;
+
+volatile pcm_word_t pcm_decay_ticks;
 
 static pcm_word_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (pcm_word_t)ts.tv_sec * 1000u + (pcm_word_t)(ts.tv_nsec / 1000000);
+}
+
+/* Milliseconds from `then` to `now`, 0 if `then` is the later: a time
+ * another thread read after this one read `now`, and stored first.  As a
+ * plain unsigned difference that came out near 2^64 (2^32 on 32-bit
+ * builds) - an hour-long quiet period in a process whose threads were all
+ * in slow paths - and a tick gave back every free page at once, with two
+ * threads refilling all the time (tests/unit/decay.c). */
+static pcm_word_t elapsed(pcm_word_t now, pcm_word_t then)
+{
+    pcm_word_t since = now - then;
+    return since <= (pcm_word_t)-1 / 2 ? since : 0;
 }
 
 bool pcm_decay_drain_caches_locked(struct pcm_heap *h)
@@ -39,9 +53,9 @@ bool pcm_decay_drain_caches_locked(struct pcm_heap *h)
 static bool tick_due(volatile pcm_word_t *last_at, pcm_word_t delay, pcm_word_t now, pcm_word_t called,
                      bool *quiet)
 {
-    *quiet = delay && now - called >= delay;
+    *quiet = delay && elapsed(now, called) >= delay;
     pcm_word_t last = pcm_load_relaxed(last_at);
-    if (now - last < delay && !*quiet)
+    if (elapsed(now, last) < delay && !*quiet)
         return false;
     return pcm_cas_acq_rel(last_at, &last, now);
 }
@@ -81,6 +95,7 @@ void pcm_decay_maybe(void)
     bool quiet;
     if (!tick_due(&last_tick_ms, delay, now, called, &quiet))
         return;
+    pcm_store_relaxed(&pcm_decay_ticks, pcm_decay_ticks + 1); /* (the ticks are ordered: tick_due) */
     int saved_errno = errno; /* madvise, munmap: malloc and free keep it */
     for (unsigned i = 0; i < pcm_heap_count; i++) {
         struct pcm_heap *h = &pcm_heaps[i];

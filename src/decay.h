@@ -24,6 +24,8 @@
 
 #include <stdbool.h>
 
+#include "atomic.h"
+
 struct pcm_heap;
 
 /* Cheap when no tick is due: a clock read and a compare.  Call with no
@@ -31,6 +33,9 @@ struct pcm_heap;
  * or the large cache (refill, flush, large malloc and free).  errno is
  * left as it was. */
 void pcm_decay_maybe(void);
+
+/* Ticks run since start-up (tests). */
+extern volatile pcm_word_t pcm_decay_ticks __attribute__((visibility("hidden")));
 
 /* h's CPU's caches (and outgoing lists) into the spans, from any CPU,
  * h's lock held: the fast path's own drain (heap.h).  False if nothing

@@ -7,8 +7,16 @@
  * a drain.  On the rseq path that is another CPU's cache, which only a
  * membarrier fence lets us take (cache_rseq_slow.c); on the CAS path any
  * thread may.  With one allowed CPU both threads share it, which tests
- * the same thing.  Options are set in pcm_opts directly, as
- * PCMALLOC_PURGE_DELAY would set them.
+ * the same thing.
+ *
+ * Threads that refill and flush all the time never see a quiet period:
+ * with an hour's purge delay, no tick runs while they do.  (Each thread
+ * reads the clock, then the time of the last call, which another may
+ * have stored from a later reading; taken as an unsigned difference that
+ * was a quiet period of 2^64 ms, and the tick gave back all free memory.)
+ *
+ * Options are set in pcm_opts directly, as PCMALLOC_PURGE_DELAY would
+ * set them.
  */
 #include "harness.h"
 
@@ -114,4 +122,55 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     PCM_CHECK(cache_top(h, cls), "CPU %d caches nothing after the drain", last);
     pcm_opts.purge_delay_ms = saved_delay;
     sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* ---- no tick before the delay, whatever the threads' clocks say ---- */
+
+#define HAMMER_MS 300u
+
+static volatile pcm_word_t hammering;
+
+/* 64 objects of a class of 2..4 KiB, then of the next: more than their
+ * caches hold, so every round refills and flushes, and each of those
+ * asks whether a tick is due. */
+static void hammer(void *arg, unsigned index)
+{
+    (void)arg;
+    size_t size = 2048 + 256 * (index % 9);
+    while (pcm_load_relaxed(&hammering)) {
+        void *objects[64];
+        for (int i = 0; i < 64; i++)
+            objects[i] = pcm_malloc(size);
+        for (int i = 0; i < 64; i++)
+            pcm_free(objects[i]);
+        size = size >= 4096 ? 2048 : size + 256;
+    }
+}
+
+static void stop_hammering(void *arg, unsigned index)
+{
+    (void)arg;
+    if (index == 0) {
+        sleep_ms(HAMMER_MS);
+        pcm_store_relaxed(&hammering, 0);
+    } else {
+        hammer(arg, index);
+    }
+}
+
+PCM_TEST(threads_in_slow_paths_see_no_quiet_period)
+{
+    pcm_free(pcm_malloc(1)); /* the first slow path's tick is behind us */
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 3600000;
+    pcm_word_t ticks = pcm_load_relaxed(&pcm_decay_ticks);
+    unsigned threads = pcm_test_threads();
+    pcm_store_relaxed(&hammering, 1);
+    int started = pcm_test_run_workers(threads + 1, stop_hammering, NULL);
+    pcm_word_t during = pcm_load_relaxed(&pcm_decay_ticks) - ticks;
+    pcm_opts.purge_delay_ms = saved_delay;
+    PCM_REQUIRE(started == 0, "the threads did not start");
+    pcm_test_printf("  %u threads refilling and flushing for %u ms, purge delay an hour: %lu decay ticks\n",
+                    threads, HAMMER_MS, (unsigned long)during);
+    PCM_CHECK(during == 0, "%lu decay ticks within an hour's delay", (unsigned long)during);
 }
