@@ -27,8 +27,9 @@ TSAN_FLAGS := -fsanitize=thread -Wno-tsan
 # every 20 us, and TSan's signal handling makes the full run take minutes:
 # it runs at TSAN_PREEMPTION_SCALE percent of its operations.  phase_trim
 # measures the resident set, which under TSan holds the shadow of every
-# byte the phase touched (gigabytes TSan never gives back): left out.
-TSAN_LEFT_OUT := tests/stress/out_of_memory.c tests/stress/phase_trim.c
+# byte the phase touched (gigabytes TSan never gives back): left out, and
+# cpu_move, which measures it too.
+TSAN_LEFT_OUT := tests/stress/out_of_memory.c tests/stress/phase_trim.c tests/stress/cpu_move.c
 TSAN_PREEMPTION := $(if $(wildcard tests/stress/rseq_preemption.c),$(TSAN_DIR)/tests/stress_rseq_preemption)
 TSAN_PREEMPTION_SCALE ?= 5
 TSAN_TESTS := $(TSAN_DIR)/tests/arch \

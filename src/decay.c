@@ -123,3 +123,46 @@ void pcm_decay_maybe(void)
     }
     errno = saved_errno;
 }
+
+/* ---- the memory of a CPU a thread left (decay.h: pcm_decay_reclaim) ---- */
+
+/* How often a growing heap looks, and how long a heap must have gone
+ * without a refill or flush to give its free memory back. */
+#define RECLAIM_PERIOD_MS 5u
+#define RECLAIM_IDLE_MS 5u
+
+static volatile pcm_word_t last_reclaim_ms;
+/* The tick's own, like the heaps' reclaim_ fields: its runs are ordered
+ * by the CAS on last_reclaim_ms.  Where the last one left off, so that
+ * idle heaps take turns. */
+static unsigned reclaim_next;
+
+void pcm_decay_reclaim(struct pcm_heap *growing)
+{
+    pcm_word_t now = now_ms();
+    pcm_word_t last = pcm_load_relaxed(&last_reclaim_ms);
+    if (elapsed(now, last) < RECLAIM_PERIOD_MS || !pcm_cas_acq_rel(&last_reclaim_ms, &last, now))
+        return;
+    int saved_errno = errno; /* madvise */
+    bool done = false;
+    for (unsigned k = 0, i = reclaim_next; k < pcm_heap_count; k++, i = i + 1 < pcm_heap_count ? i + 1 : 0) {
+        struct pcm_heap *h = &pcm_heaps[i];
+        if (!pcm_heap_is_ready(i))
+            continue; /* never used: nothing to give, and writing it would commit its page */
+        /* Every ready heap is looked at, to date its last activity. */
+        pcm_word_t activity = pcm_load_relaxed(&h->activity);
+        if (activity != h->reclaim_activity) {
+            h->reclaim_activity = activity;
+            h->reclaim_seen_ms = now;
+            continue;
+        }
+        if (done || h == growing || elapsed(now, h->reclaim_seen_ms) < RECLAIM_IDLE_MS || !pcm_heap_trylock(h))
+            continue;
+        pcm_heap_reclaim_locked(h);
+        h->stats.reclaims++;
+        pcm_heap_unlock(h);
+        reclaim_next = i + 1 < pcm_heap_count ? i + 1 : 0;
+        done = true;
+    }
+    errno = saved_errno;
+}

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sched.h>
 
+#include "decay.h"
 #include "free_mark.h"
 #include "hardening.h"
 #include "init.h"
@@ -189,9 +190,16 @@ void pcm_heap_set_limits(struct pcm_heap *h, bool open)
         pcm_bin_set_limit(&h->outgoing[c], open ? pcm_bin_shapes[c].outgoing : 0);
 }
 
+/* Every refill and flush: this CPU still allocates (heap.h). */
+static void count_activity_locked(struct pcm_heap *h)
+{
+    pcm_store_relaxed(&h->activity, h->activity + 1);
+}
+
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
 {
     h->adapt[cls] = ADAPT_REFILLED;
+    count_activity_locked(h);
 }
 
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
@@ -199,6 +207,7 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
     uint32_t limit = pcm_bin_limit(&h->bins[cls]);
     uint32_t most = pcm_bin_shapes[cls].limit, start = pcm_bin_shapes[cls].start;
     unsigned adapt = h->adapt[cls];
+    count_activity_locked(h);
     if (adapt & ADAPT_REFILLED) {
         adapt = 0;
         if (limit && limit < most) /* (0: stopped by a drain, left to it) */
@@ -324,6 +333,9 @@ static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
 {
     size_t pages = pcm_class_span_pages(cls);
     struct place best = place_span_locked(h, pages);
+    /* h commits pages it does not have: CPUs gone idle give theirs back */
+    if (!best.segment || best.fresh)
+        pcm_decay_reclaim(h);
     if (best.segment) {
         h->stats.spans_created++;
         return pcm_segment_span_cut(best.segment, best.first, cls, pages);
@@ -622,13 +634,23 @@ size_t pcm_heap_decay_spans_locked(struct pcm_heap *h, bool all)
     return trim_spans_locked(h, !all);
 }
 
-size_t pcm_heap_trim_locked(struct pcm_heap *h)
+static size_t give_back_locked(struct pcm_heap *h, bool span_pages)
 {
     pcm_heap_drain_remote_locked(h, true);
     pcm_heap_release_empty_spans_locked(h);
     /* Spans that still hold objects: the pages among them with none. */
-    size_t released = trim_spans_locked(h, false);
+    size_t released = span_pages ? trim_spans_locked(h, false) : 0;
     for (struct pcm_segment *s = h->segments; s; s = s->next)
         released += pcm_segment_decommit_free(s);
     return released;
+}
+
+size_t pcm_heap_trim_locked(struct pcm_heap *h)
+{
+    return give_back_locked(h, true);
+}
+
+size_t pcm_heap_reclaim_locked(struct pcm_heap *h)
+{
+    return give_back_locked(h, false);
 }

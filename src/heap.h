@@ -120,6 +120,7 @@ struct pcm_heap_stats {
     pcm_word_t remote_drained;
     pcm_word_t refills, flushes, spans_created, spans_released;
     pcm_word_t drains; /* the caches emptied by decay from another CPU */
+    pcm_word_t reclaims; /* free memory given back while another CPU grew (decay.c) */
 };
 
 struct pcm_heap {
@@ -139,6 +140,12 @@ struct pcm_heap {
     struct pcm_segment *spare_hint;
     struct pcm_heap_stats stats;  /* lock */
     pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
+    /* Bumped by every refill and flush (lock), read by other CPUs without
+     * it: whether this CPU still allocates (decay.c, pcm_decay_reclaim). */
+    volatile pcm_word_t activity;
+    /* The reclaim tick's own (decay.c): activity when it last looked, and
+     * when that value was first seen. */
+    pcm_word_t reclaim_activity, reclaim_seen_ms;
     uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
     struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
@@ -332,6 +339,11 @@ void *pcm_heap_return_first_locked(struct pcm_heap *h, void *chain, size_t n);
  * remote queue) and decommit the free pages of h's segments; the bytes
  * given back to the OS.  Objects in per-CPU caches keep their spans. */
 size_t pcm_heap_trim_locked(struct pcm_heap *h);
+/* The same short of the spans that still hold objects: only what h has
+ * no use for at all - its remote frees home, its empty spans back, the
+ * pages in no span decommitted (an idle CPU's, for a growing one:
+ * decay.c, pcm_decay_reclaim). */
+size_t pcm_heap_reclaim_locked(struct pcm_heap *h);
 /* A decay tick's share of the spans that still hold objects: the free
  * pages of those that stayed idle - nothing cut from them, nothing back -
  * since the previous tick (all: of every one, after a quiet period -

@@ -1,0 +1,285 @@
+/*
+ * tests/stress/cpu_move.c - a thread the scheduler moves to another CPU:
+ * what it freed on the old CPU's heap goes back to the OS while the new
+ * CPU's heap grows (decay.h: pcm_decay_reclaim), not a purge delay later.
+ *
+ * One thread, pinned to one CPU, writes PHASE_BYTES of small objects of
+ * mixed sizes and frees them all; pinned to a CPU with another heap, it
+ * writes as much again, a MiB at a time with a millisecond's pause after
+ * each, so that the phase lasts well beyond the 5 ms a heap must go
+ * without a refill or flush to count as idle, on any machine.  The resident
+ * set must then be below the first phase's peak plus half a phase: with
+ * both copies resident it would be a whole phase above.  The purge delay
+ * is an hour meanwhile (set in pcm_opts directly), so decay cannot be
+ * what gave the pages back, and the first CPU's heap must count a
+ * reclaim.  Every object of the second phase is checked before it is
+ * freed.
+ *
+ * The same, the old heap kept busy: from the move on, a second thread on
+ * the first CPU keeps refilling and flushing there, so that heap is not
+ * idle and must keep its memory: the second phase adds a whole phase to
+ * the resident set.
+ *
+ * Needs two CPUs with heaps of their own; skips otherwise, unless
+ * PCM_TEST_EXPECT_CPUS asks for them (as in cpu_spread.c).  Under
+ * qemu-user it runs on the host's CPUs.
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "cpu.h"
+#include "heap.h"
+#include "init.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MIB ((size_t)1 << 20)
+#define PHASE_BYTES (64 * MIB)
+#define MOST_OBJECTS (PHASE_BYTES / 16)
+
+static unsigned char *objects[MOST_OBJECTS];
+
+static bool pin_to(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t))
+        ;
+}
+
+/* The first CPU's heap (two_cpus). */
+static unsigned first_heap;
+
+/* Two CPUs this thread may run on whose heaps differ, or false. */
+static bool two_cpus(int *first, int *second)
+{
+    pcm_free(pcm_malloc(1)); /* start-up: the heaps exist from here on */
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed))
+        return false;
+    int found = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed) || !pin_to(cpu))
+            continue;
+        unsigned heap = pcm_heap_current_index();
+        if (found == 0) {
+            *first = cpu;
+            first_heap = heap;
+            found = 1;
+        } else if (heap != first_heap) {
+            *second = cpu;
+            found = 2;
+        }
+    }
+    pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+    return found == 2;
+}
+
+static bool cpus_or_skip(int *first, int *second)
+{
+    const char *expect = pcm_test_getenv("PCM_TEST_EXPECT_CPUS");
+    bool have = two_cpus(first, second);
+    if (!have && expect && atoi(expect) >= 2)
+        PCM_CHECK(0, "no two CPUs with heaps of their own, PCM_TEST_EXPECT_CPUS=%s", expect);
+    else if (!have)
+        pcm_test_printf("  skipped: needs 2 CPUs with heaps of their own\n");
+    return have;
+}
+
+static size_t object_size(uint64_t *rng)
+{
+    return 16 + (size_t)(pcm_test_rand(rng) % 1009);
+}
+
+static unsigned char object_byte(size_t i)
+{
+    return (unsigned char)(i * 131 + 7);
+}
+
+/* Write a phase of objects (pausing a millisecond every MiB if `slowly`);
+ * how many, 0 if malloc failed. */
+static size_t write_phase(uint64_t seed, bool slowly)
+{
+    uint64_t rng = seed;
+    size_t count = 0, bytes = 0, next_pause = MIB;
+    while (bytes < PHASE_BYTES && count < MOST_OBJECTS) {
+        size_t size = object_size(&rng);
+        unsigned char *p = pcm_malloc(size);
+        if (!p)
+            return 0;
+        memset(p, object_byte(count), size);
+        objects[count++] = p;
+        bytes += size;
+        if (slowly && bytes >= next_pause) {
+            sleep_ms(1);
+            next_pause += MIB;
+        }
+    }
+    return count;
+}
+
+/* Check (if asked) and free a phase written with `seed`; false on a
+ * changed byte. */
+static bool free_phase(size_t count, uint64_t seed, bool check)
+{
+    uint64_t rng = seed;
+    bool intact = true;
+    for (size_t i = 0; i < count; i++) {
+        size_t size = object_size(&rng);
+        for (size_t b = 0; check && intact && b < size; b++)
+            if (objects[i][b] != object_byte(i)) {
+                PCM_CHECK(0, "object %zu (%p) changed at byte %zu", i, (void *)objects[i], b);
+                intact = false;
+            }
+        pcm_free(objects[i]);
+    }
+    return intact;
+}
+
+/* ---- the thread that stays on the first CPU (second test) ---- */
+
+static volatile pcm_word_t keep_busy, busy_rounds;
+static int busy_cpu;
+static pthread_t busy;
+static bool busy_started;
+
+static void *busy_thread(void *unused)
+{
+    pin_to(busy_cpu);
+    /* Objects of 2..4 KiB, 64 of a class and then of the next: more than
+     * a cache of those classes holds (32 at most), so every round refills
+     * and flushes on this heap. */
+    size_t size = 2048;
+    while (pcm_load_relaxed(&keep_busy)) {
+        void *p[64];
+        for (int i = 0; i < 64; i++)
+            p[i] = pcm_malloc(size);
+        for (int i = 0; i < 64; i++)
+            pcm_free(p[i]);
+        size = size >= 4096 ? 2048 : size + 256;
+        pcm_store_relaxed(&busy_rounds, busy_rounds + 1);
+    }
+    return unused;
+}
+
+/* Started once the first phase is over, so that it cannot make that
+ * phase refill from the second CPU's heap (heap.h: pcm_heap_lock_any - a
+ * refill that finds its heap's lock taken uses another), whose pages the
+ * second phase would then reuse.  Waited for until it has run a round,
+ * so that the heap is busy from the move on. */
+static void start_busy_thread(void)
+{
+    pcm_store_relaxed(&keep_busy, 1);
+    pcm_store_relaxed(&busy_rounds, 0);
+    busy_started = pthread_create(&busy, NULL, busy_thread, NULL) == 0;
+    PCM_CHECK(busy_started, "cannot start the busy thread");
+    /* (bounded: a failure to report, not a hang) */
+    for (unsigned waited = 0; busy_started && pcm_load_relaxed(&busy_rounds) == 0; waited++) {
+        if (waited == 10000) {
+            PCM_CHECK(0, "the busy thread ran no round in 10 s");
+            break;
+        }
+        sleep_ms(1);
+    }
+}
+
+/* Phase one on `first`, `between` (if any), phase two on `second`; the
+ * resident bytes at the end of each.  False on a failure (reported). */
+static bool move_phases(int first, int second, void (*between)(void), size_t *after_first, size_t *after_second)
+{
+    uint64_t seed = pcm_test_seed() * 2 + 1;
+    if (!pin_to(first)) {
+        PCM_CHECK(0, "cannot pin to CPU %d", first);
+        return false;
+    }
+    size_t count = write_phase(seed, false);
+    PCM_CHECK(count, "malloc failed in the first phase");
+    if (!count)
+        return false;
+    *after_first = pcm_test_resident_bytes();
+    free_phase(count, seed, false);
+    if (between)
+        between();
+    if (!pin_to(second)) {
+        PCM_CHECK(0, "cannot pin to CPU %d", second);
+        return false;
+    }
+    count = write_phase(seed + 2, true);
+    PCM_CHECK(count, "malloc failed in the second phase");
+    if (!count)
+        return false;
+    *after_second = pcm_test_resident_bytes();
+    return free_phase(count, seed + 2, true);
+}
+
+/* The same, the thread's affinity put back afterwards. */
+static bool move_between(int first, int second, void (*between)(void), size_t *after_first,
+                         size_t *after_second)
+{
+    cpu_set_t allowed;
+    bool saved = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    bool ok = move_phases(first, second, between, after_first, after_second);
+    if (saved)
+        pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+    return ok;
+}
+
+PCM_TEST(memory_freed_on_a_cpu_left_goes_back_as_another_grows)
+{
+    int first, second;
+    if (!cpus_or_skip(&first, &second))
+        return;
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 3600000;
+    pcm_malloc_trim(0);
+    size_t baseline = pcm_test_resident_bytes(), peak = 0, moved = 0;
+    pcm_word_t reclaims = pcm_heaps[first_heap].stats.reclaims;
+    bool moved_ok = move_between(first, second, NULL, &peak, &moved);
+    pcm_opts.purge_delay_ms = saved_delay;
+    if (!moved_ok)
+        return;
+    PCM_CHECK(pcm_heaps[first_heap].stats.reclaims > reclaims, "heap %u never gave memory back", first_heap);
+    pcm_test_printf("  %zu MiB on CPU %d, freed, %zu MiB on CPU %d: resident %zu MiB before, %zu MiB after the "
+                    "first, %zu MiB after the second\n",
+                    PHASE_BYTES / MIB, first, PHASE_BYTES / MIB, second, baseline / MIB, peak / MIB, moved / MIB);
+    PCM_CHECK(peak > baseline + PHASE_BYTES / 2, "the first phase never became resident (%zu MiB)", peak / MIB);
+    PCM_CHECK(moved < peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: the first "
+              "CPU's heap kept its pages", moved / MIB, peak / MIB);
+}
+
+PCM_TEST(a_cpu_still_allocating_keeps_its_memory)
+{
+    int first, second;
+    if (!cpus_or_skip(&first, &second))
+        return;
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 3600000;
+    pcm_malloc_trim(0);
+    size_t baseline = pcm_test_resident_bytes(), peak = 0, moved = 0;
+    busy_cpu = first;
+    bool moved_ok = move_between(first, second, start_busy_thread, &peak, &moved);
+    pcm_store_relaxed(&keep_busy, 0);
+    if (busy_started)
+        pthread_join(busy, NULL);
+    pcm_opts.purge_delay_ms = saved_delay;
+    pcm_malloc_trim(0);
+    if (!moved_ok || !busy_started)
+        return;
+    pcm_test_printf("  the same with CPU %d kept busy: resident %zu MiB before, %zu MiB after the first phase, "
+                    "%zu MiB after the second\n",
+                    first, baseline / MIB, peak / MIB, moved / MIB);
+    PCM_CHECK(moved > peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: a busy CPU's "
+              "heap gave its pages back", moved / MIB, peak / MIB);
+}
