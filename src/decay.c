@@ -95,7 +95,8 @@ void pcm_decay_maybe(void)
     bool quiet;
     if (!tick_due(&last_tick_ms, delay, now, called, &quiet))
         return;
-    pcm_store_relaxed(&pcm_decay_ticks, pcm_decay_ticks + 1); /* (the ticks are ordered: tick_due) */
+    /* (two ticks can overlap: one whose CAS wrote the time it found) */
+    pcm_fetch_add_acq_rel(&pcm_decay_ticks, 1);
     int saved_errno = errno; /* madvise, munmap: malloc and free keep it */
     for (unsigned i = 0; i < pcm_heap_count; i++) {
         struct pcm_heap *h = &pcm_heaps[i];
@@ -131,18 +132,26 @@ void pcm_decay_maybe(void)
 #define RECLAIM_PERIOD_MS 5u
 #define RECLAIM_IDLE_MS 5u
 
+/* 1 while a thread runs a reclaim: one at a time (a run over many heaps
+ * can take longer than the period).  The run's own, written only while it
+ * is held: the time of the last run, where it left off (so that idle
+ * heaps take turns), and the heaps' reclaim_ fields. */
+static volatile pcm_word_t reclaiming;
 static volatile pcm_word_t last_reclaim_ms;
-/* The tick's own, like the heaps' reclaim_ fields: its runs are ordered
- * by the CAS on last_reclaim_ms.  Where the last one left off, so that
- * idle heaps take turns. */
 static unsigned reclaim_next;
 
 void pcm_decay_reclaim(struct pcm_heap *growing)
 {
-    pcm_word_t now = now_ms();
-    pcm_word_t last = pcm_load_relaxed(&last_reclaim_ms);
-    if (elapsed(now, last) < RECLAIM_PERIOD_MS || !pcm_cas_acq_rel(&last_reclaim_ms, &last, now))
+    pcm_word_t now = now_ms(), free_flag = 0;
+    /* A look first: a growing heap asks on every span it cuts. */
+    if (elapsed(now, pcm_load_relaxed(&last_reclaim_ms)) < RECLAIM_PERIOD_MS ||
+        !pcm_cas_acquire(&reclaiming, &free_flag, 1))
         return;
+    if (elapsed(now, pcm_load_relaxed(&last_reclaim_ms)) < RECLAIM_PERIOD_MS) {
+        pcm_store_release(&reclaiming, 0); /* another ran meanwhile */
+        return;
+    }
+    pcm_store_relaxed(&last_reclaim_ms, now);
     int saved_errno = errno; /* madvise */
     bool done = false;
     for (unsigned k = 0, i = reclaim_next; k < pcm_heap_count; k++, i = i + 1 < pcm_heap_count ? i + 1 : 0) {
@@ -165,4 +174,5 @@ void pcm_decay_reclaim(struct pcm_heap *growing)
         done = true;
     }
     errno = saved_errno;
+    pcm_store_release(&reclaiming, 0);
 }
