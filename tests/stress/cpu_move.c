@@ -181,6 +181,7 @@ static void *busy_thread(void *unused)
  * so that the heap is busy from the move on. */
 static void start_busy_thread(void)
 {
+    busy_cpu = sched_getcpu(); /* the first CPU: the caller is pinned there */
     pcm_store_relaxed(&keep_busy, 1);
     pcm_store_relaxed(&busy_rounds, 0);
     busy_started = pthread_create(&busy, NULL, busy_thread, NULL) == 0;
@@ -236,50 +237,67 @@ static bool move_between(int first, int second, void (*between)(void), size_t *a
     return ok;
 }
 
-PCM_TEST(memory_freed_on_a_cpu_left_goes_back_as_another_grows)
-{
+/* What a test of a move saw. */
+struct move {
     int first, second;
-    if (!cpus_or_skip(&first, &second))
-        return;
+    size_t baseline, peak, moved; /* resident bytes: before, after phase one, after phase two */
+    pcm_word_t reclaims;          /* of the first CPU's heap, during the move */
+};
+
+/* The move between two CPUs (false, with nothing to check: skipped or
+ * failed), the purge delay an hour meanwhile. */
+static bool measure_move(void (*between)(void), void (*after)(void), struct move *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!cpus_or_skip(&m->first, &m->second))
+        return false;
     unsigned saved_delay = pcm_opts.purge_delay_ms;
     pcm_opts.purge_delay_ms = 3600000;
     pcm_malloc_trim(0);
-    size_t baseline = pcm_test_resident_bytes(), peak = 0, moved = 0;
+    m->baseline = pcm_test_resident_bytes();
     pcm_word_t reclaims = pcm_heaps[first_heap].stats.reclaims;
-    bool moved_ok = move_between(first, second, NULL, &peak, &moved);
+    bool ok = move_between(m->first, m->second, between, &m->peak, &m->moved);
+    if (after)
+        after();
+    m->reclaims = pcm_heaps[first_heap].stats.reclaims - reclaims;
     pcm_opts.purge_delay_ms = saved_delay;
-    if (!moved_ok)
+    return ok;
+}
+
+PCM_TEST(memory_freed_on_a_cpu_left_goes_back_as_another_grows)
+{
+    struct move m;
+    if (!measure_move(NULL, NULL, &m))
         return;
-    PCM_CHECK(pcm_heaps[first_heap].stats.reclaims > reclaims, "heap %u never gave memory back", first_heap);
     pcm_test_printf("  %zu MiB on CPU %d, freed, %zu MiB on CPU %d: resident %zu MiB before, %zu MiB after the "
                     "first, %zu MiB after the second\n",
-                    PHASE_BYTES / MIB, first, PHASE_BYTES / MIB, second, baseline / MIB, peak / MIB, moved / MIB);
-    PCM_CHECK(peak > baseline + PHASE_BYTES / 2, "the first phase never became resident (%zu MiB)", peak / MIB);
-    PCM_CHECK(moved < peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: the first "
-              "CPU's heap kept its pages", moved / MIB, peak / MIB);
+                    PHASE_BYTES / MIB, m.first, PHASE_BYTES / MIB, m.second, m.baseline / MIB, m.peak / MIB,
+                    m.moved / MIB);
+    PCM_CHECK(m.reclaims > 0, "heap %u never gave memory back", first_heap);
+    PCM_CHECK(m.peak > m.baseline + PHASE_BYTES / 2, "the first phase never became resident (%zu MiB)",
+              m.peak / MIB);
+    PCM_CHECK(m.moved < m.peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: the first "
+              "CPU's heap kept its pages", m.moved / MIB, m.peak / MIB);
+}
+
+static void stop_busy_thread(void)
+{
+    pcm_store_relaxed(&keep_busy, 0);
+    if (busy_started)
+        pthread_join(busy, NULL);
 }
 
 PCM_TEST(a_cpu_still_allocating_keeps_its_memory)
 {
-    int first, second;
-    if (!cpus_or_skip(&first, &second))
-        return;
-    unsigned saved_delay = pcm_opts.purge_delay_ms;
-    pcm_opts.purge_delay_ms = 3600000;
+    struct move m;
+    busy_started = false;
+    bool ok = measure_move(start_busy_thread, stop_busy_thread, &m);
     pcm_malloc_trim(0);
-    size_t baseline = pcm_test_resident_bytes(), peak = 0, moved = 0;
-    busy_cpu = first;
-    bool moved_ok = move_between(first, second, start_busy_thread, &peak, &moved);
-    pcm_store_relaxed(&keep_busy, 0);
-    if (busy_started)
-        pthread_join(busy, NULL);
-    pcm_opts.purge_delay_ms = saved_delay;
-    pcm_malloc_trim(0);
-    if (!moved_ok || !busy_started)
+    if (!ok || !busy_started)
         return;
     pcm_test_printf("  the same with CPU %d kept busy: resident %zu MiB before, %zu MiB after the first phase, "
                     "%zu MiB after the second\n",
-                    first, baseline / MIB, peak / MIB, moved / MIB);
-    PCM_CHECK(moved > peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: a busy CPU's "
-              "heap gave its pages back", moved / MIB, peak / MIB);
+                    m.first, m.baseline / MIB, m.peak / MIB, m.moved / MIB);
+    PCM_CHECK(m.moved > m.peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: a busy "
+              "CPU's heap gave its pages back", m.moved / MIB, m.peak / MIB);
 }
