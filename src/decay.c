@@ -133,7 +133,9 @@ void pcm_decay_maybe(void)
 #define RECLAIM_IDLE_MS 5u
 
 /* 1 while a thread runs a reclaim: one at a time (a run over many heaps
- * can take longer than the period).  The run's own, written only while it
+ * can take longer than the period).  Held only with the growing heap's
+ * lock, so never across a fork: the fork handlers take every heap lock
+ * (preload.c).  The run's own, written only while it
  * is held: the time of the last run, where it left off (so that idle
  * heaps take turns), and the heaps' reclaim_ fields. */
 static volatile pcm_word_t reclaiming;
