@@ -143,8 +143,8 @@ struct pcm_heap {
     /* Bumped by every refill and flush (lock), read by other CPUs without
      * it: whether this CPU still allocates (decay.c, pcm_decay_reclaim). */
     volatile pcm_word_t activity;
-    /* The reclaim tick's own (decay.c): activity when it last looked, and
-     * when that value was first seen. */
+    /* The reclaim run's own (decay.c: written only while its flag is
+     * held): activity when it last looked, and when it first saw that value. */
     pcm_word_t reclaim_activity, reclaim_seen_ms;
     uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
