@@ -17,8 +17,8 @@
  *
  * The same, the old heap kept busy: from the move on, a second thread on
  * the first CPU keeps refilling and flushing there, so that heap is not
- * idle and must keep its memory: the second phase adds a whole phase to
- * the resident set.
+ * idle and must keep its memory: it may give it back only as often as a
+ * thread kept off its CPU for a while explains (BUSY_RECLAIMS_MOST).
  *
  * Needs two CPUs with heaps of their own; skips otherwise, unless
  * PCM_TEST_EXPECT_CPUS asks for them (as in cpu_spread.c).  Under
@@ -270,9 +270,9 @@ PCM_TEST(memory_freed_on_a_cpu_left_goes_back_as_another_grows)
     if (!measure_move(NULL, NULL, &m))
         return;
     pcm_test_printf("  %zu MiB on CPU %d, freed, %zu MiB on CPU %d: resident %zu MiB before, %zu MiB after the "
-                    "first, %zu MiB after the second\n",
+                    "first, %zu MiB after the second; the first CPU's heap gave memory back %lu times\n",
                     PHASE_BYTES / MIB, m.first, PHASE_BYTES / MIB, m.second, m.baseline / MIB, m.peak / MIB,
-                    m.moved / MIB);
+                    m.moved / MIB, (unsigned long)m.reclaims);
     PCM_CHECK(m.reclaims > 0, "heap %u never gave memory back", first_heap);
     PCM_CHECK(m.peak > m.baseline + PHASE_BYTES / 2, "the first phase never became resident (%zu MiB)",
               m.peak / MIB);
@@ -287,6 +287,15 @@ static void stop_busy_thread(void)
         pthread_join(busy, NULL);
 }
 
+/* A thread can be kept off its CPU for 5 ms (a loaded machine, QEMU):
+ * its heap then looks idle and gives back its free pages once - the
+ * resident set shows no difference between once and every time, so the
+ * count is checked.  Kept busy it gave back 0 to 3 times in runs here
+ * (3 under qemu-i386); idle, at every 5 ms run of the second phase's
+ * growth: 17 to 23 times natively, 34 to 46 under QEMU, and 12 times
+ * natively when the busy heap's activity went unchecked. */
+#define BUSY_RECLAIMS_MOST 8u
+
 PCM_TEST(a_cpu_still_allocating_keeps_its_memory)
 {
     struct move m;
@@ -296,8 +305,8 @@ PCM_TEST(a_cpu_still_allocating_keeps_its_memory)
     if (!ok || !busy_started)
         return;
     pcm_test_printf("  the same with CPU %d kept busy: resident %zu MiB before, %zu MiB after the first phase, "
-                    "%zu MiB after the second\n",
-                    m.first, m.baseline / MIB, m.peak / MIB, m.moved / MIB);
-    PCM_CHECK(m.moved > m.peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: a busy "
-              "CPU's heap gave its pages back", m.moved / MIB, m.peak / MIB);
+                    "%zu MiB after the second; its heap gave memory back %lu times\n",
+                    m.first, m.baseline / MIB, m.peak / MIB, m.moved / MIB, (unsigned long)m.reclaims);
+    PCM_CHECK(m.reclaims <= BUSY_RECLAIMS_MOST, "a busy CPU's heap gave its memory back %lu times",
+              (unsigned long)m.reclaims);
 }
