@@ -17,8 +17,8 @@
  *
  * The same, the old heap kept busy: from the move on, a second thread on
  * the first CPU keeps refilling and flushing there, so that heap is not
- * idle and must keep its memory: it may give it back only as often as a
- * thread kept off its CPU for a while explains (BUSY_RECLAIMS_MOST).
+ * idle and gives its memory back no more often than a thread kept off
+ * its CPU for a while explains (BUSY_RECLAIMS_MOST).
  *
  * Needs two CPUs with heaps of their own; skips otherwise, unless
  * PCM_TEST_EXPECT_CPUS asks for them (as in cpu_spread.c).  Under
