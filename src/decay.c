@@ -33,9 +33,9 @@ static pcm_word_t now_ms(void)
 /* Milliseconds from `then` to `now`, 0 if `then` is the later: a time
  * another thread read after this one read `now`, and stored first.  As a
  * plain unsigned difference that came out near 2^64 (2^32 on 32-bit
- * builds) - an hour-long quiet period in a process whose threads were all
- * in slow paths - and a tick gave back every free page at once, with two
- * threads refilling all the time (tests/unit/decay.c). */
+ * builds) - a quiet period longer than any delay, in a process whose
+ * threads were all in slow paths - and a tick gave back every free page
+ * at once (tests/unit/decay.c). */
 static pcm_word_t elapsed(pcm_word_t now, pcm_word_t then)
 {
     pcm_word_t since = now - then;
@@ -135,12 +135,18 @@ void pcm_decay_maybe(void)
 /* 1 while a thread runs a reclaim: one at a time (a run over many heaps
  * can take longer than the period).  Held only with the growing heap's
  * lock, so never across a fork: the fork handlers take every heap lock
- * (preload.c).  The run's own, written only while it
- * is held: the time of the last run, where it left off (so that idle
- * heaps take turns), and the heaps' reclaim_ fields. */
+ * (preload.c).  The run's own, written only while it is held: the time
+ * of the last run, where it left off (so that idle heaps take turns), and
+ * the heaps' reclaim_ fields. */
 static volatile pcm_word_t reclaiming;
 static volatile pcm_word_t last_reclaim_ms;
 static unsigned reclaim_next;
+
+/* The heap after heap i, round the ring. */
+static unsigned next_heap(unsigned i)
+{
+    return i + 1 < pcm_heap_count ? i + 1 : 0;
+}
 
 void pcm_decay_reclaim(struct pcm_heap *growing)
 {
@@ -156,7 +162,7 @@ void pcm_decay_reclaim(struct pcm_heap *growing)
     pcm_store_relaxed(&last_reclaim_ms, now);
     int saved_errno = errno; /* madvise */
     bool done = false;
-    for (unsigned k = 0, i = reclaim_next; k < pcm_heap_count; k++, i = i + 1 < pcm_heap_count ? i + 1 : 0) {
+    for (unsigned k = 0, i = reclaim_next; k < pcm_heap_count; k++, i = next_heap(i)) {
         struct pcm_heap *h = &pcm_heaps[i];
         if (!pcm_heap_is_ready(i))
             continue; /* never used: nothing to give, and writing it would commit its page */
@@ -172,7 +178,7 @@ void pcm_decay_reclaim(struct pcm_heap *growing)
         pcm_heap_reclaim_locked(h);
         h->stats.reclaims++;
         pcm_heap_unlock(h);
-        reclaim_next = i + 1 < pcm_heap_count ? i + 1 : 0;
+        reclaim_next = next_heap(i);
         done = true;
     }
     errno = saved_errno;
