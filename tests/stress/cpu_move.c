@@ -20,9 +20,7 @@
  * idle and gives its memory back no more often than a thread kept off
  * its CPU for a while explains (BUSY_RECLAIMS_MOST).
  *
- * Needs two CPUs with heaps of their own; skips otherwise, unless
- * PCM_TEST_EXPECT_CPUS asks for them (as in cpu_spread.c).  Under
- * qemu-user it runs on the host's CPUs.
+ * Needs two CPUs with heaps of their own (two_heaps.h).
  */
 #include "harness.h"
 
@@ -31,6 +29,8 @@
 #include "cpu.h"
 #include "heap.h"
 #include "init.h"
+
+#include "two_heaps.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -44,58 +44,11 @@
 
 static unsigned char *objects[MOST_OBJECTS];
 
-static bool pin_to(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
-}
-
 static void sleep_ms(long ms)
 {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&t, &t))
         ;
-}
-
-/* The first CPU's heap (two_cpus). */
-static unsigned first_heap;
-
-/* Two CPUs this thread may run on whose heaps differ, or false. */
-static bool two_cpus(int *first, int *second)
-{
-    pcm_free(pcm_malloc(1)); /* start-up: the heaps exist from here on */
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed))
-        return false;
-    int found = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE && found < 2; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed) || !pin_to(cpu))
-            continue;
-        unsigned heap = pcm_heap_current_index();
-        if (found == 0) {
-            *first = cpu;
-            first_heap = heap;
-            found = 1;
-        } else if (heap != first_heap) {
-            *second = cpu;
-            found = 2;
-        }
-    }
-    pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
-    return found == 2;
-}
-
-static bool cpus_or_skip(int *first, int *second)
-{
-    const char *expect = pcm_test_getenv("PCM_TEST_EXPECT_CPUS");
-    bool have = two_cpus(first, second);
-    if (!have && expect && atoi(expect) >= 2)
-        PCM_CHECK(0, "no two CPUs with heaps of their own, PCM_TEST_EXPECT_CPUS=%s", expect);
-    else if (!have)
-        pcm_test_printf("  skipped: needs 2 CPUs with heaps of their own\n");
-    return have;
 }
 
 static size_t object_size(uint64_t *rng)
@@ -157,7 +110,7 @@ static bool busy_started;
 
 static void *busy_thread(void *unused)
 {
-    pin_to(busy_cpu);
+    pcm_test_pin(busy_cpu);
     /* Objects of 2..4 KiB, 64 of a class and then of the next: more than
      * a cache of those classes holds (32 at most), so every round refills
      * and flushes on this heap. */
@@ -201,7 +154,7 @@ static void start_busy_thread(void)
 static bool move_phases(int first, int second, void (*between)(void), size_t *after_first, size_t *after_second)
 {
     uint64_t seed = pcm_test_seed() * 2 + 1;
-    if (!pin_to(first)) {
+    if (!pcm_test_pin(first)) {
         PCM_CHECK(0, "cannot pin to CPU %d", first);
         return false;
     }
@@ -213,7 +166,7 @@ static bool move_phases(int first, int second, void (*between)(void), size_t *af
     free_phase(count, seed, false);
     if (between)
         between();
-    if (!pin_to(second)) {
+    if (!pcm_test_pin(second)) {
         PCM_CHECK(0, "cannot pin to CPU %d", second);
         return false;
     }
@@ -239,7 +192,7 @@ static bool move_between(int first, int second, void (*between)(void), size_t *a
 
 /* What a test of a move saw. */
 struct move {
-    int first, second;
+    struct two_heaps cpus; /* the first CPU, then the second */
     size_t baseline, peak, moved; /* resident bytes: before, after phase one, after phase two */
     pcm_word_t reclaims;          /* of the first CPU's heap, during the move */
 };
@@ -249,17 +202,17 @@ struct move {
 static bool measure_move(void (*between)(void), void (*after)(void), struct move *m)
 {
     memset(m, 0, sizeof *m);
-    if (!cpus_or_skip(&m->first, &m->second))
+    if (!two_heaps_or_skip(&m->cpus))
         return false;
     unsigned saved_delay = pcm_opts.purge_delay_ms;
     pcm_opts.purge_delay_ms = 3600000;
     pcm_malloc_trim(0);
     m->baseline = pcm_test_resident_bytes();
-    pcm_word_t reclaims = pcm_heaps[first_heap].stats.reclaims;
-    bool ok = move_between(m->first, m->second, between, &m->peak, &m->moved);
+    pcm_word_t reclaims = pcm_heaps[m->cpus.heap[0]].stats.reclaims;
+    bool ok = move_between(m->cpus.cpu[0], m->cpus.cpu[1], between, &m->peak, &m->moved);
     if (after)
         after();
-    m->reclaims = pcm_heaps[first_heap].stats.reclaims - reclaims;
+    m->reclaims = pcm_heaps[m->cpus.heap[0]].stats.reclaims - reclaims;
     pcm_opts.purge_delay_ms = saved_delay;
     return ok;
 }
@@ -271,9 +224,9 @@ PCM_TEST(memory_freed_on_a_cpu_left_goes_back_as_another_grows)
         return;
     pcm_test_printf("  %zu MiB on CPU %d, freed, %zu MiB on CPU %d: resident %zu MiB before, %zu MiB after the "
                     "first, %zu MiB after the second; the first CPU's heap gave memory back %lu times\n",
-                    PHASE_BYTES / MIB, m.first, PHASE_BYTES / MIB, m.second, m.baseline / MIB, m.peak / MIB,
+                    PHASE_BYTES / MIB, m.cpus.cpu[0], PHASE_BYTES / MIB, m.cpus.cpu[1], m.baseline / MIB, m.peak / MIB,
                     m.moved / MIB, (unsigned long)m.reclaims);
-    PCM_CHECK(m.reclaims > 0, "heap %u never gave memory back", first_heap);
+    PCM_CHECK(m.reclaims > 0, "heap %u never gave memory back", m.cpus.heap[0]);
     PCM_CHECK(m.peak > m.baseline + PHASE_BYTES / 2, "the first phase never became resident (%zu MiB)",
               m.peak / MIB);
     PCM_CHECK(m.moved < m.peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: the first "
@@ -306,7 +259,7 @@ PCM_TEST(a_cpu_still_allocating_keeps_its_memory)
         return;
     pcm_test_printf("  the same with CPU %d kept busy: resident %zu MiB before, %zu MiB after the first phase, "
                     "%zu MiB after the second; its heap gave memory back %lu times\n",
-                    m.first, m.baseline / MIB, m.peak / MIB, m.moved / MIB, (unsigned long)m.reclaims);
+                    m.cpus.cpu[0], m.baseline / MIB, m.peak / MIB, m.moved / MIB, (unsigned long)m.reclaims);
     PCM_CHECK(m.reclaims <= BUSY_RECLAIMS_MOST, "a busy CPU's heap gave its memory back %lu times",
               (unsigned long)m.reclaims);
 }
