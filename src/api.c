@@ -198,27 +198,35 @@ static CAS_PATH void small_free_cas(struct pcm_span *span, unsigned cls, void *p
     }
 }
 
+#ifdef PCM_ARCH_RSEQ
+/* The rseq path's push of p, of span. */
+static inline __attribute__((always_inline)) void small_free_rseq(struct pcm_span *span, void *p)
+{
+    pcm_word_t mark = pcm_free_mark(p);
+    if (PCM_FREE_MARK_WIDE)
+        ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
+    pcm_arch_rseq_push(span->slot0, pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full, aborted);
+    return;
+    /* Out of line, with nothing but p: the fast path keeps no other
+     * value alive across the section, so it saves no registers. */
+other_cpu: /* or a thread without a CPU number */
+    pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_OTHER_CPU);
+    return;
+full:
+    pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_FULL);
+    return;
+aborted:
+    pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_ABORTED);
+}
+#endif
+
 static inline __attribute__((always_inline)) void small_free(struct pcm_span *span, void *p, const char *call)
 {
     pcm_hardened_free(span, p, call);
 #ifdef PCM_ARCH_RSEQ
     /* A span exists only after start-up, so the path is chosen by now. */
     if (__builtin_expect(pcm_fast_path_is_rseq_after_start(), 1)) {
-        pcm_word_t mark = pcm_free_mark(p);
-        if (PCM_FREE_MARK_WIDE)
-            ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
-        pcm_arch_rseq_push(span->slot0, pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full, aborted);
-        return;
-        /* Out of line, with nothing but p: the fast path keeps no other
-         * value alive across the section, so it saves no registers. */
-    other_cpu: /* or a thread without a CPU number */
-        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_OTHER_CPU);
-        return;
-    full:
-        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_FULL);
-        return;
-    aborted:
-        pcm_heap_free_rseq_slow(p, PCM_RSEQ_FREE_ABORTED);
+        small_free_rseq(span, p);
         return;
     }
 #endif
@@ -252,14 +260,29 @@ static __attribute__((noinline)) void free_checked_slow(void *p, const char *cal
         free_found(lookup(p, call), p, call);
 }
 
+/* p is in a segment: its span, if the cheap checks pass. */
+static inline __attribute__((always_inline)) struct pcm_span *fast_checked_span(void *p)
+{
+    struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
+    return __builtin_expect(span_has_object(span, p) && !pcm_object_is_marked_free(p), 1) ? span : NULL;
+}
+
 static inline __attribute__((always_inline)) void free_checked(void *p, const char *call)
 {
-    if (__builtin_expect(pcm_segment_index_has(p), 1)) {
-        struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
-        if (__builtin_expect(span_has_object(span, p) && !pcm_object_is_marked_free(p), 1)) {
-            small_free(span, p, call);
+    enum pcm_index_kind kind = pcm_segment_index_kind(p);
+    struct pcm_span *span;
+#ifdef PCM_ARCH_RSEQ
+    /* The index's byte says the path as well (segment_map.h). */
+    if (__builtin_expect(kind == PCM_INDEX_RSEQ, 1)) {
+        if (__builtin_expect((span = fast_checked_span(p)) != NULL, 1)) {
+            small_free_rseq(span, p);
             return;
         }
+    } else
+#endif
+    if (__builtin_expect(kind != PCM_INDEX_NONE, 1) && (span = fast_checked_span(p)) != NULL) {
+        small_free(span, p, call);
+        return;
     }
     free_checked_slow(p, call);
 }

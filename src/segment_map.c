@@ -5,6 +5,7 @@
 #include "segment_map.h"
 
 #include "atomic.h"
+#include "fast_path.h"
 #include "layout.h"
 #include "os.h"
 
@@ -43,7 +44,7 @@ void pcm_segment_index_add(void *base)
     if (chunk >= pcm_segment_index_chunks)
         return;
 #endif
-    pcm_segment_index[chunk] = 1;
+    pcm_segment_index[chunk] = pcm_fast_path_is_rseq_after_start() ? PCM_INDEX_RSEQ : PCM_INDEX_CAS;
 }
 
 #if PCM_MAP_LEAF_BITS == 0

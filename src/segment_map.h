@@ -63,7 +63,10 @@ static inline void *pcm_segment_map_find(const void *p)
  * (segments are chunk-sized and chunk-aligned), so a small object's
  * segment is found with one load and no pointer to follow.  A byte is set
  * once, when its segment is created, and never cleared: segments are never
- * unmapped.
+ * unmapped.  Its value also names the fast path (fast_path.h), settled
+ * before the first segment is made: the free path's one compare of the
+ * byte is then its test of the path too (kind RSEQ), with no load of the
+ * path's variable.
  *
  * Plain loads and stores, no atomics: a segment's byte is written before
  * any object of it is handed out, and whoever frees a valid object got it
@@ -88,24 +91,37 @@ extern uint8_t *pcm_segment_index __attribute__((visibility("hidden")));
 extern uintptr_t pcm_segment_index_chunks __attribute__((visibility("hidden")));
 #endif
 
-/* Does the index know p's chunk as a segment's?  (If not, p may still
- * be pcmalloc's: look in the full map.)  The segment is then the chunk's
- * start (segment.h: pcm_segment_of). */
-static inline bool pcm_segment_index_has(const void *p)
+/* A chunk's byte in the index. */
+enum pcm_index_kind {
+    PCM_INDEX_NONE = 0, /* no segment known there */
+    PCM_INDEX_CAS,      /* a segment, in a process on the CAS fast path */
+    PCM_INDEX_RSEQ,     /* a segment, in a process on the rseq fast path */
+};
+
+/* What the index knows of p's chunk.  (If NONE, p may still be
+ * pcmalloc's: look in the full map.)  For a segment, the segment is the
+ * chunk's start (segment.h: pcm_segment_of). */
+static inline enum pcm_index_kind pcm_segment_index_kind(const void *p)
 {
     uintptr_t chunk = (uintptr_t)p >> PCM_SEGMENT_SHIFT;
 #if PCM_MAP_LEAF_BITS != 0
     if (__builtin_expect(chunk >= pcm_segment_index_chunks, 0))
-        return false;
+        return PCM_INDEX_NONE;
 #endif
-    return pcm_segment_index[chunk] != 0;
+    return (enum pcm_index_kind)pcm_segment_index[chunk];
+}
+
+static inline bool pcm_segment_index_has(const void *p)
+{
+    return pcm_segment_index_kind(p) != PCM_INDEX_NONE;
 }
 
 /* Map the index (64-bit; start-up, single caller).  Never fails: without
  * it, frees take the slow way. */
 void pcm_segment_index_init(void);
 
-/* The segment at base (chunk-aligned) exists: let the index know. */
+/* The segment at base (chunk-aligned) exists: let the index know.  After
+ * start-up (pcm_fast_path_choose), as every segment is made. */
 void pcm_segment_index_add(void *base);
 
 /* Make sure the map has memory for every chunk of [base, base + bytes);

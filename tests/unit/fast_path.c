@@ -20,6 +20,8 @@
  *     depths went wrong still hands out each of its objects once;
  *   - rseq: a thread whose rseq area the kernel no longer fills (we
  *     unregister it) still allocates and frees correctly, without caching;
+ *   - every segment's byte in the segment index names the path, which
+ *     free reads there (segment_map.h);
  *   - every request up to 1 KiB gets an object of its own class, whose
  *     slot malloc looks up by the request's 16-byte step (rseq) or whose
  *     class it looks up so (CAS).
@@ -35,6 +37,7 @@
 #include "init.h"
 #include "percpu_rseq.h"
 #include "remote.h"
+#include "segment_map.h"
 #include "sizeclass.h"
 
 #include <errno.h>
@@ -81,6 +84,26 @@ PCM_TEST(fast_path_is_the_expected_one)
     if (expect)
         PCM_CHECK(strcmp(expect, pcm_fast_path_name()) == 0, "fast path %s, expected %s", pcm_fast_path_name(),
                   expect);
+}
+
+/* free's fast path reads the path from the segment index's byte
+ * (segment_map.h): it must name this process's path for every segment,
+ * or frees would take the other path's push. */
+PCM_TEST(segment_index_names_the_fast_path)
+{
+    started();
+    enum pcm_index_kind want = pcm_fast_path_is_rseq() ? PCM_INDEX_RSEQ : PCM_INDEX_CAS;
+    void *objects[64];
+    size_t size = 16;
+    for (unsigned i = 0; i < 64; i++, size = size * 5 / 4 + 16)
+        objects[i] = pcm_malloc(size % (256 * 1024));
+    for (unsigned i = 0; i < 64; i++) {
+        enum pcm_index_kind kind = pcm_segment_index_kind(objects[i]);
+        /* (no index on 64-bit builds whose mapping of it failed: NONE) */
+        PCM_CHECK(kind == want || kind == PCM_INDEX_NONE, "object %p: index byte %d, the %s path's is %d",
+                  objects[i], (int)kind, pcm_fast_path_name(), (int)want);
+        pcm_free(objects[i]);
+    }
 }
 
 PCM_TEST(every_size_up_to_1_kib_gets_its_own_class)
