@@ -17,10 +17,14 @@
 #define ROUNDS 8u
 
 /* A secret, as start-up would make it from random bits, whose word-1
- * mark of obj is 0 if any is: obj's address in the bits the mark keeps. */
+ * mark of obj is 0 if any is: obj's address where the mark keeps it. */
 static pcm_word_t secret_naming(void *obj)
 {
+#if UINTPTR_MAX == 0xffffffffu
     return pcm_free_secret_from(((pcm_word_t)obj & ~PCM_DEPTH_MASK) | 0x5a0u);
+#else
+    return pcm_free_secret_from(((pcm_word_t)obj << PCM_DEPTH_BITS) | 0x5a0u);
+#endif
 }
 
 PCM_TEST(free_mark_secret_never_marks_a_cleared_object)
