@@ -71,11 +71,12 @@ static inline unsigned class_of_slot0(const pcm_word_t *slot0)
     return (unsigned)(((const char *)slot0 - (const char *)pcm_rseq_slot0(0)) / sizeof(struct pcm_bin));
 }
 
-/* The rseq pop from slot0, a class's slot on CPU 0. */
-static inline __attribute__((always_inline)) void *small_alloc_rseq(pcm_word_t *slot0)
+/* The rseq pop from slot0, a class's slot on CPU 0, through the rseq
+ * area at `area` from the thread pointer. */
+static inline __attribute__((always_inline)) void *small_alloc_rseq(pcm_word_t *slot0, ptrdiff_t area)
 {
     void *obj;
-    pcm_arch_rseq_pop(obj, slot0, pcm_cpu_rseq_offset, &pcm_heap_count, empty, aborted);
+    pcm_arch_rseq_pop(obj, slot0, area, &pcm_heap_count, empty, aborted);
     pcm_free_mark_clear(obj);
     return obj;
 empty:
@@ -90,8 +91,9 @@ aborted:
 static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
 {
 #ifdef PCM_ARCH_RSEQ
-    if (__builtin_expect(pcm_fast_path_is_rseq(), 1))
-        return small_alloc_rseq(pcm_rseq_slot0(cls));
+    ptrdiff_t area = pcm_fast_path_rseq_area(); /* 0: not (yet) the rseq path */
+    if (__builtin_expect(area != 0, 1))
+        return small_alloc_rseq(pcm_rseq_slot0(cls), area);
 #endif
     return small_alloc_cas(cls);
 }
@@ -100,8 +102,9 @@ static inline __attribute__((always_inline)) void *small_alloc(unsigned cls)
 static inline __attribute__((always_inline)) void *small_alloc_step(size_t step)
 {
 #ifdef PCM_ARCH_RSEQ
-    if (__builtin_expect(pcm_fast_path_is_rseq(), 1))
-        return small_alloc_rseq(pcm_rseq_slot0_of_step[step]);
+    ptrdiff_t area = pcm_fast_path_rseq_area();
+    if (__builtin_expect(area != 0, 1))
+        return small_alloc_rseq(pcm_rseq_slot0_of_step[step], area);
 #endif
     return small_alloc_cas(pcm_class_of_step[step]);
 }

@@ -12,6 +12,7 @@
 #include "percpu_rseq.h"
 
 volatile pcm_word_t pcm_fast_path;
+volatile pcm_word_t pcm_fast_path_rseq_offset;
 pcm_word_t pcm_fast_path_settled;
 static const char *reason = "start-up has not chosen yet";
 
@@ -29,7 +30,8 @@ void pcm_fast_path_choose(void)
     else {
         reason = "restartable sequences on glibc's rseq area";
         pcm_fast_path_settled = PCM_FAST_PATH_RSEQ;
-        /* release: the heaps and options are visible to whoever sees it */
+        /* release: the heaps and options are visible to whoever sees them */
+        pcm_store_release(&pcm_fast_path_rseq_offset, (pcm_word_t)pcm_cpu_rseq_offset);
         pcm_store_release(&pcm_fast_path, PCM_FAST_PATH_RSEQ);
         return;
     }

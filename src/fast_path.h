@@ -29,6 +29,18 @@ static inline bool pcm_fast_path_is_rseq(void)
     return pcm_load_acquire(&pcm_fast_path) == PCM_FAST_PATH_RSEQ;
 }
 
+/* The rseq area's offset from the thread pointer (cpu.h) once the path is
+ * PCM_FAST_PATH_RSEQ, else 0 - never an rseq area's offset, which is the
+ * thread control block's.  Written with release just before pcm_fast_path,
+ * so malloc's acquire load of it is at once its test of the path, its
+ * test that start-up is complete, and the offset its section needs. */
+extern volatile pcm_word_t pcm_fast_path_rseq_offset __attribute__((visibility("hidden")));
+
+static inline ptrdiff_t pcm_fast_path_rseq_area(void)
+{
+    return (ptrdiff_t)pcm_load_acquire(&pcm_fast_path_rseq_offset);
+}
+
 /* The same value, an ordinary variable: written before pcm_fast_path
  * (whose release store publishes it), for readers that know start-up is
  * complete because an object exists.  That object was made after start-up
