@@ -60,15 +60,19 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
  *     if (!obj) goto empty;
  *     slot0[cpu * stride] = obj->next;                  <- commit
  *     (abort: goto aborted)
- * Every way to `empty` leaves the section at its end with obj 0, and C
- * takes the branch: an asm goto's output is not to be trusted on a jump to
- * a label - gcc 12 compiled pop_any's "empty: return EMPTY" into "return
+ * Every way to `empty` leaves the section at its end with obj 0 and ZF
+ * set, and C takes the branch on ZF (a flag output: no test of obj after
+ * the section): an asm goto's output is not to be trusted on a jump to a
+ * label - gcc 12 compiled pop_any's "empty: return EMPTY" into "return
  * obj" on those jumps, and handed out whatever the register held.  The
- * two exits taken before obj is loaded zero it out of line (5:), so the
- * way to a pop does not; obj is in rax, where malloc returns it.
+ * two exits taken before obj is loaded zero it out of line (5:), which
+ * sets ZF, so the way to a pop does not; on that way the test of obj
+ * left ZF clear, and the moves after it keep it.  obj is in rax, where
+ * malloc returns it.
  */
 #define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
     do {                                                                                        \
+    bool pcm_none_;                                                                             \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
                  "movl %%fs:4(%[off]), %%ecx\n\t" /* cpu_id */                                  \
@@ -88,12 +92,13 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
                  "5: xorl %k[obj], %k[obj]\n\t"                                                 \
                  "jmp 2b\n\t"                                                                   \
                  ".popsection\n\t"                                                              \
-                 : [obj] "=&a"(obj_) /* (PCM_RSEQ_DESCRIPTOR's rax, before obj) */              \
+                 : [obj] "=&a"(obj_) /* (PCM_RSEQ_DESCRIPTOR's rax, before obj) */,             \
+                   [none] "=@ccz"(pcm_none_)                                                    \
                  : [slot] "r"(slot0_), [off] "r"(off_), [cpus] "m"(*(cpus_)),                   \
                    [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)       \
-                 : "rcx", "rdx", "memory", "cc"                                                 \
+                 : "rcx", "rdx", "memory"                                                       \
                  : aborted);                                                                    \
-        if (!(obj_))                                                                            \
+        if (pcm_none_)                                                                          \
             goto empty;                                                                         \
     } while (0)
 
