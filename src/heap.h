@@ -155,6 +155,13 @@ struct pcm_heap {
  * neighbours' pages (8 KiB a heap on 64-bit builds, 4 KiB on 32-bit). */
 _Static_assert(sizeof(struct pcm_heap) % PCM_PAGE_SIZE == 0, "a heap is whole pages");
 
+/* The most heaps: a span keeps its owner's index in 16 bits, and the
+ * x86_64 rseq free compares it with cpu_id's low 16 bits, where the
+ * kernel's negative ones (-1, -2) read 0xffff and 0xfffe.  A machine with
+ * more CPUs than this (the kernel allows 8192) runs on the CAS path, its
+ * CPUs sharing heaps. */
+#define PCM_HEAPS_MAX 16384u
+
 extern struct pcm_heap *pcm_heaps __attribute__((visibility("hidden")));
 extern unsigned pcm_heap_count __attribute__((visibility("hidden")));
 /* Bit i of the bitmap: heap i is ready (its limits written).  Set once,

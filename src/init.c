@@ -67,6 +67,8 @@ void pcm_init_slow(void)
         pcm_stats_keep_stderr();
     pcm_free_secret = pcm_free_secret_from(random_secret());
     unsigned heaps = pcm_opts.cpus ? pcm_opts.cpus : pcm_os_cpu_count();
+    if (heaps > PCM_HEAPS_MAX)
+        heaps = PCM_HEAPS_MAX;
     if (!pcm_heaps_init(heaps))
         pcm_fatal("cannot map %u per-CPU heaps: out of memory", heaps);
     pcm_rseq_slots_init();

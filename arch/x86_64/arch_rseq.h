@@ -114,11 +114,11 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
  *     (abort: goto aborted)
  * mark is pcm_free_mark(obj): its low PCM_DEPTH_BITS are 0, so + is |.
  */
-#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)      \
+#define pcm_arch_rseq_push_if(compare_, jump_, who_, slot0_, off_, obj_, mark_, miss, full, aborted) \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
                  "movl %%fs:4(%[off]), %%eax\n\t"                                               \
-                 "cmpl %k[who], %%eax\n\t"                                                      \
+                 compare_ "\n\t"                                                                \
                  jump_ " %l[" #miss "]\n\t"                                                     \
                  "shlq %[shift], %%rax\n\t"                                                     \
                  "movq (%%rax, %[slot]), %%rcx\n\t"                                             \
@@ -137,17 +137,24 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
                  "4: jmp %l[" #aborted "]\n\t"                                                  \
                  ".popsection\n\t"                                                              \
                  :                                                                              \
-                 : [slot] "r"(slot0_), [off] "r"(off_), [who] "r"((unsigned)(who_)), [object] "r"(obj_), \
+                 : [slot] "r"(slot0_), [off] "r"(off_), [who] "rm"(who_), [object] "r"(obj_),   \
                    [mark] "r"(mark_), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                       \
                    [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)                                           \
                  : "rax", "rcx", "rdx", "memory", "cc"                                          \
                  : miss, full, aborted)
 /* The two checks of the CPU: it is `owner` (else goto other_cpu), or it is
- * any CPU below *cpus (else goto no_cpu). */
+ * any CPU below *cpus (else goto no_cpu).  The owner, a heap index of 16
+ * bits (a span descriptor's field: free's compare reads it there, with no
+ * load of its own), meets the low 16 bits of cpu_id: a CPU number past
+ * 65535 would have no heap (rseq needs one a CPU: below PCM_HEAPS_MAX),
+ * and the two negative ones (-1, -2) read 0xffff and 0xfffe there, which
+ * no heap index is. */
+_Static_assert(PCM_HEAPS_MAX < 0xfffeu, "a heap index never looks like a negative cpu_id's low 16 bits");
 #define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)         \
-    pcm_arch_rseq_push_if("jne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
+    pcm_arch_rseq_push_if("cmpw %w[who], %%ax", "jne", (uint16_t)(owner_), slot0_, off_, obj_, mark_, \
+                          other_cpu, full, aborted)
 #define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)        \
-    pcm_arch_rseq_push_if("jae", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
+    pcm_arch_rseq_push_if("cmpl %k[who], %%eax", "jae", *(cpus_), slot0_, off_, obj_, mark_, no_cpu, full, aborted)
 
 /*
  * C:  cpu = area->cpu_id;
