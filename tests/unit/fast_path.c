@@ -597,11 +597,19 @@ PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list_below_1_kib)
 #ifdef PCM_ARCH_RSEQ
 #define OBJECTS 3000u
 
+struct without {
+    int cpu_id; /* what the area says once unregistered: -1, or -2 written */
+    int result;
+};
+
 /* Unregister glibc's rseq area for this thread: from then on the kernel
- * leaves cpu_id at -1, as for a thread it never gave one. */
+ * leaves cpu_id at -1, as for a thread it never gave one; or, written
+ * here, -2, as glibc leaves it when the registration failed.  (x86_64's
+ * free compares cpu_id's low 16 bits with the owner: 0xffff, 0xfffe.) */
 static void *without_rseq(void *arg)
 {
-    int *result = arg;
+    struct without *w = arg;
+    int *result = &w->result;
     struct rseq *area = (struct rseq *)((char *)__builtin_thread_pointer() + pcm_cpu_rseq_offset);
     /* glibc registers the original 32-byte area; __rseq_size is the
      * feature size (20 in Debian's 2.36), which the kernel would refuse. */
@@ -615,6 +623,7 @@ static void *without_rseq(void *arg)
         *result = 2;
         return NULL;
     }
+    area->cpu_id = (uint32_t)w->cpu_id;
     static unsigned char *objects[OBJECTS];
     for (unsigned round = 0; round < 3; round++) {
         for (unsigned i = 0; i < OBJECTS; i++) {
@@ -649,11 +658,13 @@ PCM_TEST(rseq_thread_without_cpu_number_still_works)
         pcm_test_printf("  skipped: fast path is %s\n", pcm_fast_path_name());
         return;
     }
-    pthread_t t;
-    int result = -1000;
-    PCM_REQUIRE(pthread_create(&t, NULL, without_rseq, &result) == 0, "pthread_create failed");
-    pthread_join(t, NULL);
-    PCM_CHECK(result == 0, "result %d (negative: rseq unregister errno; 2: still a CPU number; "
-                           "3: malloc failed; 4: contents changed)", result);
+    for (int cpu_id = -1; cpu_id >= -2; cpu_id--) {
+        pthread_t t;
+        struct without w = {cpu_id, -1000};
+        PCM_REQUIRE(pthread_create(&t, NULL, without_rseq, &w) == 0, "pthread_create failed");
+        pthread_join(t, NULL);
+        PCM_CHECK(w.result == 0, "cpu_id %d: result %d (negative: rseq unregister errno; 2: still a CPU number; "
+                  "3: malloc failed; 4: contents changed)", cpu_id, w.result);
+    }
 #endif
 }
