@@ -24,6 +24,8 @@
  */
 #include "harness.h"
 
+#include "churn.h"
+
 #include "pcmalloc.h"
 
 #include "cpu.h"
@@ -111,17 +113,10 @@ static bool busy_started;
 static void *busy_thread(void *unused)
 {
     pcm_test_pin(busy_cpu);
-    /* Objects of 2..4 KiB, 64 of a class and then of the next: more than
-     * a cache of those classes holds (32 at most), so every round refills
-     * and flushes on this heap. */
-    size_t size = 2048;
+    /* Every round refills and flushes on this heap (churn.h). */
+    size_t size = PCM_CHURN_FIRST;
     while (pcm_load_relaxed(&keep_busy)) {
-        void *p[64];
-        for (int i = 0; i < 64; i++)
-            p[i] = pcm_malloc(size);
-        for (int i = 0; i < 64; i++)
-            pcm_free(p[i]);
-        size = size >= 4096 ? 2048 : size + 256;
+        size = pcm_test_churn_round(size);
         pcm_store_relaxed(&busy_rounds, busy_rounds + 1);
     }
     return unused;

@@ -20,6 +20,8 @@
  */
 #include "harness.h"
 
+#include "churn.h"
+
 #include "pcmalloc.h"
 
 #include "decay.h"
@@ -130,21 +132,14 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
 
 static volatile pcm_word_t hammering;
 
-/* 64 objects of a class of 2..4 KiB, then of the next: more than their
- * caches hold, so every round refills and flushes, and each of those
- * asks whether a tick is due. */
+/* Rounds that refill and flush (churn.h), each of which asks whether a
+ * tick is due; each thread starts at a class of its own. */
 static void hammer(void *arg, unsigned index)
 {
     (void)arg;
-    size_t size = 2048 + 256 * (index % 9);
-    while (pcm_load_relaxed(&hammering)) {
-        void *objects[64];
-        for (int i = 0; i < 64; i++)
-            objects[i] = pcm_malloc(size);
-        for (int i = 0; i < 64; i++)
-            pcm_free(objects[i]);
-        size = size >= 4096 ? 2048 : size + 256;
-    }
+    size_t size = PCM_CHURN_FIRST + 256 * (index % 9);
+    while (pcm_load_relaxed(&hammering))
+        size = pcm_test_churn_round(size);
 }
 
 static void stop_hammering(void *arg, unsigned index)
