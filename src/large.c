@@ -31,6 +31,16 @@ void pcm_large_unmap(struct pcm_large *large)
     pcm_stats_large_destroyed(bytes);
 }
 
+/* A fresh mapping's alignment: a granule (layout.h), or a huge page for
+ * one of 2 MiB or more under PCMALLOC_HUGEPAGES=1, where a 32-bit granule
+ * is less: the kernel backs only whole aligned huge pages. */
+static size_t fresh_alignment(size_t map_bytes)
+{
+    if (PCM_HUGE_PAGE_SIZE > PCM_MAP_GRANULE && pcm_opts.hugepages && map_bytes >= PCM_HUGE_PAGE_SIZE)
+        return PCM_HUGE_PAGE_SIZE;
+    return PCM_MAP_GRANULE;
+}
+
 /* The object of a mapping now in use, `size` bytes asked for. */
 static void *hand_out(struct pcm_large *large, size_t offset, size_t size)
 {
@@ -40,7 +50,7 @@ static void *hand_out(struct pcm_large *large, size_t offset, size_t size)
 }
 
 /* Grow the mapping to new_bytes without copying: in place if the pages
- * above are free, else onto a fresh segment-aligned range (reserved first,
+ * above are free, else onto a fresh granule-aligned range (reserved first,
  * then mremap'd onto).  The segment map's leaves for the new range exist
  * before the object is handed back, so registering it cannot fail. */
 static struct pcm_large *grow_mapping(struct pcm_large *large, size_t new_bytes)
@@ -53,7 +63,7 @@ static struct pcm_large *grow_mapping(struct pcm_large *large, size_t new_bytes)
             return large;
         pcm_os_remap_in_place(large, new_bytes, old_bytes); /* shrinking in place cannot fail */
     }
-    struct pcm_large *target = pcm_os_map_aligned(new_bytes, PCM_SEGMENT_SIZE);
+    struct pcm_large *target = pcm_os_map_aligned(new_bytes, fresh_alignment(new_bytes));
     if (!target)
         return NULL;
     if (!pcm_segment_map_prepare(target, new_bytes)) {
@@ -106,8 +116,8 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
     size_t map_bytes = PCM_ALIGN_UP(offset + (size ? size : 1), PCM_PAGE_SIZE);
     /* The object sits `offset` (= its alignment, when above a page) into a
      * mapping aligned to at least that much. Cached mappings are only
-     * segment-aligned. */
-    bool over_aligned = alignment > PCM_SEGMENT_SIZE;
+     * granule-aligned. */
+    bool over_aligned = alignment > PCM_MAP_GRANULE;
     struct pcm_large *large = over_aligned ? NULL : pcm_large_cache_take_nearest(map_bytes);
     if (large) {
         size_t old_bytes = large->map_bytes;
@@ -124,7 +134,7 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
             memset((char *)large + offset, 0, dirty < size ? dirty : size);
     }
     if (!large) {
-        large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : PCM_SEGMENT_SIZE);
+        large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : fresh_alignment(map_bytes));
         if (!large)
             return NULL;
         if (pcm_opts.hugepages && map_bytes >= PCM_HUGE_PAGE_SIZE)
@@ -171,13 +181,13 @@ void pcm_large_free(struct pcm_large *large, void *p, const char *call)
         pcm_large_unmap(large);
 }
 
-/* Give back the tail beyond `need` bytes, with the chunks it covered. */
+/* Give back the tail beyond `need` bytes, with the granules it covered. */
 static void shrink_mapping(struct pcm_large *large, size_t need)
 {
     size_t old_bytes = large->map_bytes;
-    size_t kept_chunks = PCM_ALIGN_UP(need, PCM_SEGMENT_SIZE);
-    if (old_bytes > kept_chunks)
-        pcm_segment_map_clear((char *)large + kept_chunks, old_bytes - kept_chunks);
+    size_t kept_granules = PCM_ALIGN_UP(need, PCM_MAP_GRANULE);
+    if (old_bytes > kept_granules)
+        pcm_segment_map_clear((char *)large + kept_granules, old_bytes - kept_granules);
     pcm_os_unmap((char *)large + need, old_bytes - need);
     large->map_bytes = need;
     pcm_stats_large_resized(old_bytes, need);

@@ -1,6 +1,7 @@
 /*
  * large.h - objects above PCM_SMALL_MAX: each on a mapping of its own,
- * starting on a segment boundary so the segment map finds its header.
+ * starting on a granule boundary (layout.h: PCM_MAP_GRANULE) so the
+ * segment map finds its header.
  *
  * The header sits at the start of the mapping; the object starts at the
  * first multiple of its alignment (at least a page) after it.  realloc

@@ -19,9 +19,10 @@
 
 /*
  * A slot holds 0 or the word header | pages: a cached mapping's header
- * (segment-aligned, so its low PCM_SEGMENT_SHIFT bits are zero) and its
- * size in pages (below 2^PCM_SEGMENT_SHIFT: a cached mapping is at most a
- * quarter of the bound, far below 16 GiB).  The word says all a taker
+ * (granule-aligned, so its low PCM_MAP_SHIFT bits are zero) and its size
+ * in pages (below 2^PCM_MAP_SHIFT: a mapping of more pages is not cached,
+ * which on 64-bit no bound allows anyway, and on 32-bit means one of 256
+ * MiB or more).  The word says all a taker
  * needs, so no one reads the header of a mapping that another thread may
  * take and unmap meanwhile - that read could fault.
  *
@@ -50,9 +51,9 @@ static volatile pcm_word_t cache_bytes;
 /* Decay ticks so far (wraps; compared by unsigned difference). */
 static volatile pcm_word_t decay_epoch;
 
-#define PAGES_MASK (((pcm_word_t)1 << PCM_SEGMENT_SHIFT) - 1)
-_Static_assert((((size_t)LIMIT_MIB_MAX << 20) / 4 >> PCM_PAGE_SHIFT) <= PAGES_MASK,
-               "a cached mapping's pages fit below a segment-aligned header");
+#define PAGES_MASK (((pcm_word_t)1 << PCM_MAP_SHIFT) - 1)
+_Static_assert(UINTPTR_MAX == 0xffffffffu || (((size_t)LIMIT_MIB_MAX << 20) / 4 >> PCM_PAGE_SHIFT) <= PAGES_MASK,
+               "64-bit: a cached mapping's pages fit below a granule-aligned header");
 
 static size_t word_bytes(pcm_word_t word)
 {
@@ -127,6 +128,8 @@ bool pcm_large_cache_put(struct pcm_large *large)
     size_t limit = pcm_large_cache_limit();
     if (bytes > limit / 4)
         return false; /* one buffer must not push out all others */
+    if ((bytes >> PCM_PAGE_SHIFT) > PAGES_MASK)
+        return false; /* (32-bit) its pages do not fit the slot's word */
     /* Reserve first: the slots then never hold more than the limit. */
     if (pcm_fetch_add_acq_rel(&cache_bytes, bytes) + bytes > limit) {
         pcm_fetch_sub_acq_rel(&cache_bytes, bytes);

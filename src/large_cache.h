@@ -43,7 +43,7 @@ struct pcm_large *pcm_large_cache_take(size_t map_bytes, size_t most_bytes);
  * KiB, at a quarter of the speed (6.3 -> 1.5 M ops/s, medians of 5): the
  * pages a later, larger request faults in again cost more. */
 struct pcm_large *pcm_large_cache_take_nearest(size_t map_bytes);
-/* Keep a freed mapping (segment-aligned, header's map_bytes set); false
+/* Keep a freed mapping (granule-aligned, header's map_bytes set); false
  * if the cache has no room for it under its bounds: then the caller
  * unmaps it. */
 bool pcm_large_cache_put(struct pcm_large *large);

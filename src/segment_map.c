@@ -1,5 +1,5 @@
 /*
- * segment_map.c - changing the chunk -> owner map (segment_map.h, where
+ * segment_map.c - changing the granule -> owner map (segment_map.h, where
  * its shape and the lookup are).  No locks; no malloc.
  */
 #include "segment_map.h"
@@ -13,7 +13,7 @@ volatile pcm_word_t pcm_segment_map_top[(size_t)1 << PCM_MAP_TOP_BITS];
 
 #if PCM_MAP_LEAF_BITS == 0
 
-uint8_t pcm_segment_index[(size_t)1 << PCM_MAP_TOP_BITS];
+uint8_t pcm_segment_index[PCM_INDEX_CHUNKS];
 
 void pcm_segment_index_init(void)
 {
@@ -49,22 +49,22 @@ void pcm_segment_index_add(void *base)
 
 #if PCM_MAP_LEAF_BITS == 0
 
-static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
+static volatile pcm_word_t *entry_of(uintptr_t granule, bool create)
 {
     (void)create;
-    return &pcm_segment_map_top[chunk];
+    return &pcm_segment_map_top[granule];
 }
 
 #else
 
 #define LEAF_ENTRIES ((size_t)1 << PCM_MAP_LEAF_BITS)
 
-/* The entry of a chunk, its leaf mapped first if `create`.  A leaf is
+/* The entry of a granule, its leaf mapped first if `create`.  A leaf is
  * installed by CAS: the loser of a race unmaps its own and uses the
  * winner's. */
-static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
+static volatile pcm_word_t *entry_of(uintptr_t granule, bool create)
 {
-    uintptr_t top = chunk >> PCM_MAP_LEAF_BITS;
+    uintptr_t top = granule >> PCM_MAP_LEAF_BITS;
     if (top >= ((uintptr_t)1 << PCM_MAP_TOP_BITS))
         return NULL;
     /* acquire: a leaf's zeroed contents are visible before we index it */
@@ -83,30 +83,30 @@ static volatile pcm_word_t *entry_of(uintptr_t chunk, bool create)
             leaf = expected; /* the winner's leaf */
         }
     }
-    return (volatile pcm_word_t *)leaf + (chunk & (LEAF_ENTRIES - 1));
+    return (volatile pcm_word_t *)leaf + (granule & (LEAF_ENTRIES - 1));
 }
 
 #endif
 
 bool pcm_segment_map_prepare(const void *base, size_t bytes)
 {
-    uintptr_t first = (uintptr_t)base >> PCM_SEGMENT_SHIFT;
-    uintptr_t last = ((uintptr_t)base + bytes - 1) >> PCM_SEGMENT_SHIFT;
-    for (uintptr_t chunk = first; chunk <= last; chunk++)
-        if (!entry_of(chunk, true))
+    uintptr_t first = (uintptr_t)base >> PCM_MAP_SHIFT;
+    uintptr_t last = ((uintptr_t)base + bytes - 1) >> PCM_MAP_SHIFT;
+    for (uintptr_t granule = first; granule <= last; granule++)
+        if (!entry_of(granule, true))
             return false;
     return true;
 }
 
 bool pcm_segment_map_set(void *base, size_t bytes, void *owner)
 {
-    uintptr_t first = (uintptr_t)base >> PCM_SEGMENT_SHIFT;
-    uintptr_t last = ((uintptr_t)base + bytes - 1) >> PCM_SEGMENT_SHIFT;
-    for (uintptr_t chunk = first; chunk <= last; chunk++) {
-        volatile pcm_word_t *entry = entry_of(chunk, true);
+    uintptr_t first = (uintptr_t)base >> PCM_MAP_SHIFT;
+    uintptr_t last = ((uintptr_t)base + bytes - 1) >> PCM_MAP_SHIFT;
+    for (uintptr_t granule = first; granule <= last; granule++) {
+        volatile pcm_word_t *entry = entry_of(granule, true);
         if (!entry) {
-            if (chunk > first)
-                pcm_segment_map_clear(base, (chunk - first) << PCM_SEGMENT_SHIFT);
+            if (granule > first)
+                pcm_segment_map_clear(base, (granule - first) << PCM_MAP_SHIFT);
             return false;
         }
         /* release: the owner's header is written before it can be found */
@@ -117,10 +117,10 @@ bool pcm_segment_map_set(void *base, size_t bytes, void *owner)
 
 void pcm_segment_map_clear(void *base, size_t bytes)
 {
-    uintptr_t first = (uintptr_t)base >> PCM_SEGMENT_SHIFT;
-    uintptr_t last = ((uintptr_t)base + bytes - 1) >> PCM_SEGMENT_SHIFT;
-    for (uintptr_t chunk = first; chunk <= last; chunk++) {
-        volatile pcm_word_t *entry = entry_of(chunk, false);
+    uintptr_t first = (uintptr_t)base >> PCM_MAP_SHIFT;
+    uintptr_t last = ((uintptr_t)base + bytes - 1) >> PCM_MAP_SHIFT;
+    for (uintptr_t granule = first; granule <= last; granule++) {
+        volatile pcm_word_t *entry = entry_of(granule, false);
         if (entry)
             pcm_store_release(entry, 0);
     }

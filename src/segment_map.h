@@ -1,10 +1,15 @@
 /*
  * segment_map.h - from any address to the pcmalloc metadata that owns its
- * segment-sized chunk of the address space, in O(1) and without a lock.
+ * granule of the address space (PCM_MAP_GRANULE, layout.h: a segment's 4
+ * MiB on 64-bit, 64 KiB on 32-bit), in O(1) and without a lock.
  *
  * An entry is the address of a segment header or of a large object's
- * header (both start with a pcm_word_t kind), or 0 for chunks pcmalloc does
- * not own - which is how free() recognises a pointer it never returned.
+ * header (both start with a pcm_word_t kind), or 0 for granules pcmalloc
+ * does not own - which is how free() recognises a pointer it never
+ * returned.  A segment sets the entries of all its granules; so does a
+ * large mapping, which starts on a granule and may share its last one
+ * with nothing of pcmalloc's (the rest of that granule is never mapped
+ * by pcmalloc, so no pointer it hands out lies there).
  * Entries are published with a release store after the header is written,
  * and read with an acquire load, so a reader that finds an entry sees an
  * initialised header.
@@ -20,46 +25,49 @@
 #include "layout.h"
 
 /*
- * The map itself.  32-bit: 2^(32-22) = 1024 chunks, one static array.
- * 64-bit: user addresses below 2^48 give 2^26 chunks; a static top level of
+ * The map itself.  32-bit: 2^(32-16) = 65536 granules, one static array
+ * (256 KiB of bss, its pages written only where pcmalloc maps).
+ * 64-bit: user addresses below 2^48 give 2^26 granules; a static top level of
  * 2^13 pointers to leaves of 2^13 entries, each leaf mapped on first use
  * (64 KiB; 512 MiB of address space per leaf) and never freed, so a reader
  * never sees one disappear.
  */
 #if UINTPTR_MAX == 0xffffffffu
 #define PCM_MAP_LEAF_BITS 0u
-#define PCM_MAP_TOP_BITS (32u - PCM_SEGMENT_SHIFT)
+#define PCM_MAP_TOP_BITS (32u - PCM_MAP_SHIFT)
 #else
 #define PCM_MAP_ADDRESS_BITS 48u
 #define PCM_MAP_LEAF_BITS 13u
-#define PCM_MAP_TOP_BITS (PCM_MAP_ADDRESS_BITS - PCM_SEGMENT_SHIFT - PCM_MAP_LEAF_BITS)
+#define PCM_MAP_TOP_BITS (PCM_MAP_ADDRESS_BITS - PCM_MAP_SHIFT - PCM_MAP_LEAF_BITS)
 #endif
 
 /* 32-bit: the entries themselves; 64-bit: pointers to leaves. */
 extern volatile pcm_word_t pcm_segment_map_top[(size_t)1 << PCM_MAP_TOP_BITS]
     __attribute__((visibility("hidden")));
 
-/* The owner of the chunk holding p, or NULL: the free path's first step. */
+/* The owner of the granule holding p, or NULL: the free path's first
+ * step where the segment index below does not know p. */
 static inline void *pcm_segment_map_find(const void *p)
 {
-    uintptr_t chunk = (uintptr_t)p >> PCM_SEGMENT_SHIFT;
+    uintptr_t granule = (uintptr_t)p >> PCM_MAP_SHIFT;
 #if PCM_MAP_LEAF_BITS == 0
-    return (void *)pcm_load_acquire(&pcm_segment_map_top[chunk]);
+    return (void *)pcm_load_acquire(&pcm_segment_map_top[granule]);
 #else
-    uintptr_t top = chunk >> PCM_MAP_LEAF_BITS;
+    uintptr_t top = granule >> PCM_MAP_LEAF_BITS;
     if (__builtin_expect(top >= ((uintptr_t)1 << PCM_MAP_TOP_BITS), 0))
         return NULL; /* above 2^48: never one of ours (we never map there) */
     /* acquire: a leaf's zeroed contents are visible before we index it */
     const volatile pcm_word_t *leaf = (const volatile pcm_word_t *)pcm_load_acquire(&pcm_segment_map_top[top]);
     if (!leaf)
         return NULL;
-    return (void *)pcm_load_acquire(&leaf[chunk & (((uintptr_t)1 << PCM_MAP_LEAF_BITS) - 1)]);
+    return (void *)pcm_load_acquire(&leaf[granule & (((uintptr_t)1 << PCM_MAP_LEAF_BITS) - 1)]);
 #endif
 }
 
 /*
  * The segment index: the free path's shortcut past the map above.  One
- * byte per chunk, non-zero where a segment of small-object spans starts
+ * byte per chunk (PCM_SEGMENT_SIZE of address space, a granule on
+ * 64-bit), non-zero where a segment of small-object spans starts
  * (segments are chunk-sized and chunk-aligned), so a small object's
  * segment is found with one load and no pointer to follow.  A byte is set
  * once, when its segment is created, and never cleared: segments are never
@@ -85,7 +93,8 @@ static inline void *pcm_segment_map_find(const void *p)
  * 0 and every free goes the slow way.
  */
 #if PCM_MAP_LEAF_BITS == 0
-extern uint8_t pcm_segment_index[(size_t)1 << PCM_MAP_TOP_BITS] __attribute__((visibility("hidden")));
+#define PCM_INDEX_CHUNKS ((size_t)1 << (32u - PCM_SEGMENT_SHIFT))
+extern uint8_t pcm_segment_index[PCM_INDEX_CHUNKS] __attribute__((visibility("hidden")));
 #else
 extern uint8_t *pcm_segment_index __attribute__((visibility("hidden")));
 extern uintptr_t pcm_segment_index_chunks __attribute__((visibility("hidden")));
@@ -124,16 +133,16 @@ void pcm_segment_index_init(void);
  * start-up (pcm_fast_path_choose), as every segment is made. */
 void pcm_segment_index_add(void *base);
 
-/* Make sure the map has memory for every chunk of [base, base + bytes);
+/* Make sure the map has memory for every granule of [base, base + bytes);
  * false if the map's own memory could not be mapped. */
 bool pcm_segment_map_prepare(const void *base, size_t bytes);
 
-/* Make every chunk of [base, base + bytes) point at owner (base is chunk
- * aligned).  False if the map's own memory could not be mapped; never
+/* Make every granule of [base, base + bytes) point at owner (base is
+ * granule-aligned).  False if the map's own memory could not be mapped; never
  * after a successful pcm_segment_map_prepare of the same range. */
 bool pcm_segment_map_set(void *base, size_t bytes, void *owner);
 
-/* Forget the chunks of [base, base + bytes). */
+/* Forget the granules of [base, base + bytes) (base granule-aligned). */
 void pcm_segment_map_clear(void *base, size_t bytes);
 
 #endif

@@ -180,12 +180,29 @@ static void free_large_header(void)
     /* The start of a large object's mapping: its header, never the object
      * (which starts a page further on). */
     char *p = pcm_malloc(1 << 20);
-    pcm_free(about_to_misuse((void *)((uintptr_t)p & ~(uintptr_t)(PCM_SEGMENT_SIZE - 1))));
+    pcm_free(about_to_misuse((void *)((uintptr_t)p & ~(uintptr_t)(PCM_MAP_GRANULE - 1))));
 }
 
 PCM_TEST(death_free_of_a_large_objects_header)
 {
     expect_death("free of a 1 MiB object's mapping start", free_large_header, "free", "invalid pointer");
+}
+
+static void free_past_large_object_in_its_last_granule(void)
+{
+    /* The mapping, header page and object, is 304 KiB; a page past its
+     * end lies in its last granule (64 KiB on 32-bit, 4 MiB on 64-bit),
+     * which the map names for the object's header, but is no object (and
+     * not mapped by pcmalloc). */
+    char *p = pcm_malloc(300000);
+    char *end = p - PCM_PAGE_SIZE + PCM_ALIGN_UP(PCM_PAGE_SIZE + 300000, PCM_PAGE_SIZE);
+    pcm_free(about_to_misuse(end + PCM_PAGE_SIZE));
+}
+
+PCM_TEST(death_free_past_a_large_object_in_its_last_granule)
+{
+    expect_death("free of a page past a 300,000-byte object's mapping", free_past_large_object_in_its_last_granule,
+                 "free", "invalid pointer");
 }
 
 static void free_page_in_no_span(void)
