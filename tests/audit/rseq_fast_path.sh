@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/audit/rseq_fast_path.sh OBJDUMP LIBRARY ARCH - fail unless the rseq
-# fast path is what it claims: pcm_malloc and pcm_free, disassembled from
-# the library, hold a restartable section (the store of the descriptor into
+# fast path is what it claims: pcm_malloc, pcm_free and C++'s operator
+# new(size_t) (malloc's fast path inlined, src/malloc_fast.h), disassembled
+# from the library, hold a restartable section (the store of the descriptor into
 # the thread's rseq area) and not one atomic read-modify-write - no
 # lock-prefixed or implicitly locked (xchg) instruction on x86, no
 # exclusive pair and no LSE atomic on arm64.  The CAS fallback and the
@@ -16,16 +17,16 @@ fi
 objdump=$1 library=$2 arch=$3
 case "$arch" in
 # (xchg is locked only with a memory operand; xchg %ax,%ax is a padding nop)
-x86_64) section_store='mov +%[a-z0-9]+,%fs:0x8\(' forbidden='(^|[[:space:]])(lock|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)|xchg[a-z]*[[:space:]].*\(' ;;
-x86) section_store='mov +%[a-z0-9]+,%gs:0x8\(' forbidden='(^|[[:space:]])(lock|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)|xchg[a-z]*[[:space:]].*\(' ;;
-arm64) section_store='tpidr_el0' forbidden='(^|[[:space:]])(ld[a]?xr[bh]?|st[l]?xr[bh]?|ld[a]?xp|st[l]?xp|cas[a-z]*|swp[a-z]*|ld(add|clr|eor|set|smax|smin|umax|umin)[a-z]*|st(add|clr|eor|set|smax|smin|umax|umin)[a-z]*)([[:space:]]|$)' ;;
+x86_64) new_symbol=_Znwm section_store='mov +%[a-z0-9]+,%fs:0x8\(' forbidden='(^|[[:space:]])(lock|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)|xchg[a-z]*[[:space:]].*\(' ;;
+x86) new_symbol=_Znwj section_store='mov +%[a-z0-9]+,%gs:0x8\(' forbidden='(^|[[:space:]])(lock|cmpxchg[a-z0-9]*|xadd[a-z]*)([[:space:]]|$)|xchg[a-z]*[[:space:]].*\(' ;;
+arm64) new_symbol=_Znwm section_store='tpidr_el0' forbidden='(^|[[:space:]])(ld[a]?xr[bh]?|st[l]?xr[bh]?|ld[a]?xp|st[l]?xp|cas[a-z]*|swp[a-z]*|ld(add|clr|eor|set|smax|smin|umax|umin)[a-z]*|st(add|clr|eor|set|smax|smin|umax|umin)[a-z]*)([[:space:]]|$)' ;;
 *)
     echo "usage: ARCH is x86_64, x86 or arm64, not $arch" >&2
     exit 2
     ;;
 esac
 status=0
-for function in pcm_malloc pcm_free; do
+for function in pcm_malloc pcm_free "$new_symbol"; do
     # By address and size from the symbol table: the library also names
     # them malloc and free (aliases), and objdump labels the code with
     # either name.
