@@ -458,3 +458,33 @@ PCM_TEST(growing_buffer_takes_a_cached_mapping_up_to_2_mib)
     pcm_free(p);
     restore_cache();
 }
+
+/* A slot's word holds a mapping's pages below its header's alignment, a
+ * map granule (layout.h): on 32-bit, 64 KiB, so at most 65,535 pages.  A
+ * mapping of 300 MiB fits a bound of 4095 MiB but not the word: it is
+ * unmapped, not cached with its page count spilling into its address.
+ * On 64-bit it is cached. */
+PCM_TEST(large_cache_keeps_no_mapping_its_slot_cannot_describe)
+{
+    set_cache(4095, 3600000);
+    const size_t size = 300 * MIB;
+    char *p = pcm_malloc(size);
+    PCM_REQUIRE(p, "malloc(300 MiB) failed");
+    p[size - 1] = 1;
+    pcm_free(p);
+    size_t cached = pcm_large_cache_bytes();
+    if ((map_bytes_of(size) >> PCM_PAGE_SHIFT) > PCM_MAP_GRANULE - 1) /* the slot's mask of pages */
+        PCM_CHECK(cached == 0, "a 300 MiB mapping cached (%zu bytes) past its slot's %zu pages", cached,
+                  PCM_MAP_GRANULE - 1);
+    else
+        PCM_CHECK(cached == map_bytes_of(size), "a 300 MiB mapping not cached under a 4095 MiB bound: %zu bytes",
+                  cached);
+    /* A mapping taken back must be whole and usable either way. */
+    char *q = pcm_malloc(size);
+    PCM_REQUIRE(q, "malloc(300 MiB) again failed");
+    q[0] = 2;
+    q[size - 1] = 3;
+    PCM_CHECK(q[0] == 2 && q[size - 1] == 3, "the 300 MiB object does not keep its bytes");
+    pcm_free(q);
+    restore_cache();
+}
