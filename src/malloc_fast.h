@@ -4,8 +4,8 @@
  * api.c's pcm_malloc is this, and preload_cxx.c's operator new is its
  * rseq half, so that C++'s allocations do not pay for a call to malloc:
  * callgrind counted 35 instructions an operator new in
- * bench/cxx_containers when it called malloc (malloc's own: 24; mimalloc's
- * new: 21).  Only for the library's own sources.
+ * bench/cxx_containers when it called malloc, 24 since, as many as a
+ * malloc (mimalloc's new: 21).  Only for the library's own sources.
  */
 #ifndef PCM_MALLOC_FAST_H
 #define PCM_MALLOC_FAST_H

@@ -7,9 +7,10 @@
  * header (both start with a pcm_word_t kind), or 0 for granules pcmalloc
  * does not own - which is how free() recognises a pointer it never
  * returned.  A segment sets the entries of all its granules; so does a
- * large mapping, which starts on a granule and may share its last one
- * with nothing of pcmalloc's (the rest of that granule is never mapped
- * by pcmalloc, so no pointer it hands out lies there).
+ * large mapping, which starts on a granule and may end inside its last
+ * one.  No object lies in the rest of that granule (objects are in
+ * segments and large mappings, which start on granules), so a pointer
+ * there fails the large object's check: an invalid pointer.
  * Entries are published with a release store after the header is written,
  * and read with an acquire load, so a reader that finds an entry sees an
  * initialised header.
