@@ -77,9 +77,10 @@ PCM_TEST(large_mappings_share_a_chunk_on_32_bit)
 }
 
 /* 2000 objects of 300,000 bytes live at once, each stamped at both ends
- * with its number: 586 MiB of objects and 608 MiB of address space on
- * 32-bit, within the 3 GiB a 32-bit process has (glibc: 14,000 of them in
- * qemu-i386's 4 GiB). */
+ * with its number: 572 MiB of objects in 625 MiB of address space on
+ * 32-bit (a 304 KiB mapping on five 64 KiB granules each), within the 3
+ * GiB a 32-bit process has (glibc holds 14,132 of them in qemu-i386's 4
+ * GiB). */
 PCM_TEST(many_large_objects_live_at_once)
 {
     enum { N = 2000 };
