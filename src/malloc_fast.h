@@ -98,29 +98,42 @@ static inline __attribute__((always_inline)) void *small_alloc_step(size_t step)
     return small_alloc_cas(pcm_class_of_step[step]);
 }
 
-/* Only the common case of the above: a request of at most 1 KiB on the
- * rseq path, the object or NULL, with no call.  C++'s operator new is
- * this, then a tail call to its slow half when it gets NULL: an operator
- * that held on to its size across a call to a slow path needed a stack
- * frame (3 registers saved and restored: 33 instructions a new, against
- * 24 without). */
-static inline __attribute__((always_inline)) void *pcm_malloc_rseq_only(size_t size)
-{
+/* Only the common case of the above, as the body of a function of
+ * `size`: a request of at most 1 KiB on the rseq path returns its object,
+ * with no call; otherwise the function does `missed` (the request is not
+ * that case, or the cache was empty or stopped) or `restarted` (the
+ * section was restarted: the restart is to be counted,
+ * pcm_rseq_count_abort, as malloc's slow path does), each of which must
+ * end in a return.  C++'s operator new is this, then a tail call to its
+ * slow half: an operator that held on to its size across a call to a slow
+ * path needed a stack frame (3 registers saved and restored: 33
+ * instructions a new, against 24 without), and one that took back a
+ * sentinel for a restart tested every object for it.  Once in a function:
+ * its labels are the function's. */
 #ifdef PCM_ARCH_RSEQ
-    size_t below = size - 1;
-    ptrdiff_t area = pcm_fast_path_rseq_area();
-    if (__builtin_expect(below < PCM_CLASS_TABLE_MAX, 1) && __builtin_expect(area != 0, 1)) {
-        void *obj;
-        pcm_arch_rseq_pop(obj, pcm_rseq_slot0_of_step[below >> 4], area, &pcm_heap_count, missed, missed);
-        pcm_free_mark_clear(obj);
-        return obj;
-    }
-missed:
+#define PCM_MALLOC_RSEQ_ONLY(size, missed, restarted)                                                      \
+    do {                                                                                                    \
+        size_t pcm_below_ = (size) - 1;                                                                     \
+        ptrdiff_t pcm_area_ = pcm_fast_path_rseq_area();                                                    \
+        if (__builtin_expect(pcm_below_ < PCM_CLASS_TABLE_MAX, 1) && __builtin_expect(pcm_area_ != 0, 1)) { \
+            void *pcm_obj_;                                                                                 \
+            pcm_arch_rseq_pop(pcm_obj_, pcm_rseq_slot0_of_step[pcm_below_ >> 4], pcm_area_, &pcm_heap_count, \
+                              pcm_missed_, pcm_restarted_);                                                 \
+            pcm_free_mark_clear(pcm_obj_);                                                                  \
+            return pcm_obj_;                                                                                \
+        pcm_restarted_:                                                                                     \
+            restarted;                                                                                      \
+        }                                                                                                   \
+    pcm_missed_:                                                                                            \
+        missed;                                                                                             \
+    } while (0)
 #else
-    (void)size;
+#define PCM_MALLOC_RSEQ_ONLY(size, missed, restarted) \
+    do {                                              \
+        (void)(size);                                 \
+        missed;                                       \
+    } while (0)
 #endif
-    return NULL;
-}
 
 static inline __attribute__((always_inline)) void *pcm_malloc_inline(size_t size)
 {

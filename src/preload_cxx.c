@@ -105,25 +105,26 @@ static void *next_operator(const char *name, const void *self, const void *calle
     return NULL;
 }
 
-/* One operator: malloc's rseq fast path inline (`fast`, NULL for the
- * aligned forms), else its slow half: pcmalloc's whole allocation, and on
- * failure the runtime's operator of the same name, with the same
- * arguments (or, with no runtime to be found, static_runtime_new for it:
- * `alignment` 0 for the forms without one).
+/* One operator: its fast path (`fast`: malloc's rseq fast path inline,
+ * PCM_MALLOC_RSEQ_ONLY, or none for the aligned forms), else its slow
+ * half: pcmalloc's whole allocation, and on failure the runtime's operator
+ * of the same name, with the same arguments (or, with no runtime to be
+ * found, static_runtime_new for it: `alignment` 0 for the forms without
+ * one).  After a restarted section, pcm_##fn##_restarted counts the
+ * restart on the way to the slow half.
  *
  * Every step is a tail call, so that the slow half and the runtime's
  * operator run with the operator's own return address: the slow half
  * reads it for next_operator's scope, and if the runtime's operator calls
  * ::operator new in turn (libstdc++'s array and nothrow forms do, some by
  * a tail call of their own), that call's return address is still in the
- * caller's code.  The two halves have the same parameters and the C
- * calling convention (the slow one is not static: on i386 the compiler
- * gave a static one its own register convention, and then called the
- * runtime's operator instead of jumping to it), so each tail call needs no
- * stack of its own on any of the three architectures.  A helper with
- * other parameters was called, not jumped to, and left pcmalloc's own
- * address there, where a plugin's runtime is not found
- * (tests/preload/cxx_operators_plugin.c). */
+ * caller's code.  The halves have the same parameters and the C calling
+ * convention (they are not static: on i386 the compiler gave a static one
+ * its own register convention, and then called the runtime's operator
+ * instead of jumping to it), so each tail call needs no stack of its own
+ * on any of the three architectures.  A helper with other parameters was
+ * called, not jumped to, and left pcmalloc's own address there, where a
+ * plugin's runtime is not found (tests/preload/cxx_operators_plugin.c). */
 #define DEFINE_NEW(fn, name, fn_type, fast, allocation, params, args, alignment, nothrow)              \
     PCM_EXPORT void *fn params __asm__(name);                                                          \
     __attribute__((noinline, visibility("hidden"))) void *pcm_##fn##_slow params;                      \
@@ -135,15 +136,22 @@ static void *next_operator(const char *name, const void *self, const void *calle
         fn_type next = (fn_type)next_operator(name, (const void *)fn, __builtin_return_address(0));    \
         return next ? next args : static_runtime_new(name, size, alignment, nothrow);                  \
     }                                                                                                  \
+    __attribute__((noinline, cold, visibility("hidden"))) void *pcm_##fn##_restarted params;         \
+    void *pcm_##fn##_restarted params                                                                  \
+    {                                                                                                  \
+        pcm_rseq_count_abort();                                                                        \
+        return pcm_##fn##_slow args;                                                                   \
+    }                                                                                                  \
     void *fn params                                                                                    \
     {                                                                                                  \
-        void *p = fast;                                                                                \
-        if (__builtin_expect(p != NULL, 1))                                                            \
-            return p;                                                                                  \
+        fast(size, return pcm_##fn##_slow args, return pcm_##fn##_restarted args);                   \
         return pcm_##fn##_slow args;                                                                   \
     }
 
-#define FAST pcm_malloc_rseq_only(size)
+/* The aligned forms' fast path: none. */
+#define NO_FAST(size, missed, restarted) (void)(size)
+
+#define FAST PCM_MALLOC_RSEQ_ONLY
 DEFINE_NEW(cxx_new, NEW, new_fn, FAST, pcm_malloc(size), (size_t size), (size), 0, false)
 DEFINE_NEW(cxx_new_array, NEW_ARRAY, new_fn, FAST, pcm_malloc(size), (size_t size), (size), 0, false)
 DEFINE_NEW(cxx_new_nothrow, NEW NOTHROW, new_nothrow_fn, FAST, pcm_malloc(size), (size_t size, const void *tag),
@@ -152,12 +160,12 @@ DEFINE_NEW(cxx_new_array_nothrow, NEW_ARRAY NOTHROW, new_nothrow_fn, FAST, pcm_m
            (size_t size, const void *tag), (size, tag), 0, true)
 /* The alignment is a power of two (the language guarantees it); memalign
  * takes any size with it, where C11's aligned_alloc would want a multiple. */
-DEFINE_NEW(cxx_new_aligned, NEW ALIGN, new_aligned_fn, NULL, pcm_memalign(alignment, size),
+DEFINE_NEW(cxx_new_aligned, NEW ALIGN, new_aligned_fn, NO_FAST, pcm_memalign(alignment, size),
            (size_t size, size_t alignment), (size, alignment), alignment, false)
-DEFINE_NEW(cxx_new_array_aligned, NEW_ARRAY ALIGN, new_aligned_fn, NULL, pcm_memalign(alignment, size),
+DEFINE_NEW(cxx_new_array_aligned, NEW_ARRAY ALIGN, new_aligned_fn, NO_FAST, pcm_memalign(alignment, size),
            (size_t size, size_t alignment), (size, alignment), alignment, false)
-DEFINE_NEW(cxx_new_aligned_nothrow, NEW ALIGN NOTHROW, new_aligned_nothrow_fn, NULL, pcm_memalign(alignment, size),
+DEFINE_NEW(cxx_new_aligned_nothrow, NEW ALIGN NOTHROW, new_aligned_nothrow_fn, NO_FAST, pcm_memalign(alignment, size),
            (size_t size, size_t alignment, const void *tag), (size, alignment, tag), alignment, true)
-DEFINE_NEW(cxx_new_array_aligned_nothrow, NEW_ARRAY ALIGN NOTHROW, new_aligned_nothrow_fn, NULL,
+DEFINE_NEW(cxx_new_array_aligned_nothrow, NEW_ARRAY ALIGN NOTHROW, new_aligned_nothrow_fn, NO_FAST,
            pcm_memalign(alignment, size), (size_t size, size_t alignment, const void *tag),
            (size, alignment, tag), alignment, true)
