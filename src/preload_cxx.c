@@ -136,7 +136,7 @@ static void *next_operator(const char *name, const void *self, const void *calle
         fn_type next = (fn_type)next_operator(name, (const void *)fn, __builtin_return_address(0));    \
         return next ? next args : static_runtime_new(name, size, alignment, nothrow);                  \
     }                                                                                                  \
-    __attribute__((noinline, cold, visibility("hidden"))) void *pcm_##fn##_restarted params;         \
+    __attribute__((noinline, cold, visibility("hidden"))) void *pcm_##fn##_restarted params;           \
     void *pcm_##fn##_restarted params                                                                  \
     {                                                                                                  \
         pcm_rseq_count_abort();                                                                        \
@@ -144,7 +144,7 @@ static void *next_operator(const char *name, const void *self, const void *calle
     }                                                                                                  \
     void *fn params                                                                                    \
     {                                                                                                  \
-        fast(size, return pcm_##fn##_slow args, return pcm_##fn##_restarted args);                   \
+        fast(size, return pcm_##fn##_slow args, return pcm_##fn##_restarted args);                     \
         return pcm_##fn##_slow args;                                                                   \
     }
 
