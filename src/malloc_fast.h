@@ -61,13 +61,20 @@ static inline unsigned class_of_slot0(const pcm_word_t *slot0)
 }
 
 /* The rseq pop from slot0, a class's slot on CPU 0, through the rseq
- * area at `area` from the thread pointer. */
+ * area at `area` from the thread pointer: the enclosing function returns
+ * the object, its free mark cleared; an empty or stopped cache goes to
+ * label `empty`, a restarted section to label `aborted`. */
+#define PCM_RSEQ_POP_RETURN(slot0, area, empty, aborted)                             \
+    do {                                                                             \
+        void *pcm_obj_;                                                              \
+        pcm_arch_rseq_pop(pcm_obj_, slot0, area, &pcm_heap_count, empty, aborted);   \
+        pcm_free_mark_clear(pcm_obj_);                                               \
+        return pcm_obj_;                                                             \
+    } while (0)
+
 static inline __attribute__((always_inline)) void *small_alloc_rseq(pcm_word_t *slot0, ptrdiff_t area)
 {
-    void *obj;
-    pcm_arch_rseq_pop(obj, slot0, area, &pcm_heap_count, empty, aborted);
-    pcm_free_mark_clear(obj);
-    return obj;
+    PCM_RSEQ_POP_RETURN(slot0, area, empty, aborted);
 empty:
     return pcm_heap_alloc_rseq_slow(class_of_slot0(slot0), PCM_RSEQ_EMPTY);
 aborted:
@@ -116,11 +123,8 @@ static inline __attribute__((always_inline)) void *small_alloc_step(size_t step)
         size_t pcm_below_ = (size) - 1;                                                                     \
         ptrdiff_t pcm_area_ = pcm_fast_path_rseq_area();                                                    \
         if (__builtin_expect(pcm_below_ < PCM_CLASS_TABLE_MAX, 1) && __builtin_expect(pcm_area_ != 0, 1)) { \
-            void *pcm_obj_;                                                                                 \
-            pcm_arch_rseq_pop(pcm_obj_, pcm_rseq_slot0_of_step[pcm_below_ >> 4], pcm_area_, &pcm_heap_count, \
-                              pcm_missed_, pcm_restarted_);                                                 \
-            pcm_free_mark_clear(pcm_obj_);                                                                  \
-            return pcm_obj_;                                                                                \
+            PCM_RSEQ_POP_RETURN(pcm_rseq_slot0_of_step[pcm_below_ >> 4], pcm_area_, pcm_missed_,            \
+                                pcm_restarted_);                                                            \
         pcm_restarted_:                                                                                     \
             restarted;                                                                                      \
         }                                                                                                   \

@@ -105,13 +105,29 @@ static void *next_operator(const char *name, const void *self, const void *calle
     return NULL;
 }
 
-/* One operator: its fast path (`fast`: malloc's rseq fast path inline,
- * PCM_MALLOC_RSEQ_ONLY, or none for the aligned forms), else its slow
- * half: pcmalloc's whole allocation, and on failure the runtime's operator
- * of the same name, with the same arguments (or, with no runtime to be
- * found, static_runtime_new for it: `alignment` 0 for the forms without
- * one).  After a restarted section, pcm_##fn##_restarted counts the
- * restart on the way to the slow half.
+/* An operator's allocation, `allocation`, and on failure the runtime's
+ * operator of the same name, with the same arguments (or, with no runtime
+ * to be found, static_runtime_new for it: `alignment` 0 for the forms
+ * without one).  `fn` is the operator; the body runs with the operator's
+ * return address (next_operator looks in the caller's scope). */
+#define NEW_BODY(fn, name, fn_type, allocation, args, alignment, nothrow)                             \
+    {                                                                                                  \
+        void *p = allocation;                                                                          \
+        if (__builtin_expect(p != NULL, 1))                                                            \
+            return p;                                                                                  \
+        fn_type next = (fn_type)next_operator(name, (const void *)fn, __builtin_return_address(0));    \
+        return next ? next args : static_runtime_new(name, size, alignment, nothrow);                  \
+    }
+
+/* An aligned form: NEW_BODY, in the operator itself. */
+#define DEFINE_NEW(fn, name, fn_type, allocation, params, args, alignment, nothrow) \
+    PCM_EXPORT void *fn params __asm__(name);                                       \
+    void *fn params NEW_BODY(fn, name, fn_type, allocation, args, alignment, nothrow)
+
+/* A form without an alignment: malloc's rseq fast path inline
+ * (PCM_MALLOC_RSEQ_ONLY), else the slow half, pcm_##fn##_slow: NEW_BODY
+ * around pcmalloc's whole malloc.  After a restarted section,
+ * pcm_##fn##_restarted counts the restart on the way to the slow half.
  *
  * Every step is a tail call, so that the slow half and the runtime's
  * operator run with the operator's own return address: the slow half
@@ -125,17 +141,10 @@ static void *next_operator(const char *name, const void *self, const void *calle
  * on any of the three architectures.  A helper with other parameters was
  * called, not jumped to, and left pcmalloc's own address there, where a
  * plugin's runtime is not found (tests/preload/cxx_operators_plugin.c). */
-#define DEFINE_NEW(fn, name, fn_type, fast, allocation, params, args, alignment, nothrow)              \
+#define DEFINE_NEW_FAST(fn, name, fn_type, params, args, nothrow)                                     \
     PCM_EXPORT void *fn params __asm__(name);                                                          \
     __attribute__((noinline, visibility("hidden"))) void *pcm_##fn##_slow params;                      \
-    void *pcm_##fn##_slow params                                                                       \
-    {                                                                                                  \
-        void *p = allocation;                                                                          \
-        if (__builtin_expect(p != NULL, 1))                                                            \
-            return p;                                                                                  \
-        fn_type next = (fn_type)next_operator(name, (const void *)fn, __builtin_return_address(0));    \
-        return next ? next args : static_runtime_new(name, size, alignment, nothrow);                  \
-    }                                                                                                  \
+    void *pcm_##fn##_slow params NEW_BODY(fn, name, fn_type, pcm_malloc(size), args, 0, nothrow)        \
     __attribute__((noinline, cold, visibility("hidden"))) void *pcm_##fn##_restarted params;           \
     void *pcm_##fn##_restarted params                                                                  \
     {                                                                                                  \
@@ -144,28 +153,23 @@ static void *next_operator(const char *name, const void *self, const void *calle
     }                                                                                                  \
     void *fn params                                                                                    \
     {                                                                                                  \
-        fast(size, return pcm_##fn##_slow args, return pcm_##fn##_restarted args);                     \
+        PCM_MALLOC_RSEQ_ONLY(size, return pcm_##fn##_slow args, return pcm_##fn##_restarted args);     \
         return pcm_##fn##_slow args;                                                                   \
     }
 
-/* The aligned forms' fast path: none. */
-#define NO_FAST(size, missed, restarted) (void)(size)
-
-#define FAST PCM_MALLOC_RSEQ_ONLY
-DEFINE_NEW(cxx_new, NEW, new_fn, FAST, pcm_malloc(size), (size_t size), (size), 0, false)
-DEFINE_NEW(cxx_new_array, NEW_ARRAY, new_fn, FAST, pcm_malloc(size), (size_t size), (size), 0, false)
-DEFINE_NEW(cxx_new_nothrow, NEW NOTHROW, new_nothrow_fn, FAST, pcm_malloc(size), (size_t size, const void *tag),
-           (size, tag), 0, true)
-DEFINE_NEW(cxx_new_array_nothrow, NEW_ARRAY NOTHROW, new_nothrow_fn, FAST, pcm_malloc(size),
-           (size_t size, const void *tag), (size, tag), 0, true)
+DEFINE_NEW_FAST(cxx_new, NEW, new_fn, (size_t size), (size), false)
+DEFINE_NEW_FAST(cxx_new_array, NEW_ARRAY, new_fn, (size_t size), (size), false)
+DEFINE_NEW_FAST(cxx_new_nothrow, NEW NOTHROW, new_nothrow_fn, (size_t size, const void *tag), (size, tag), true)
+DEFINE_NEW_FAST(cxx_new_array_nothrow, NEW_ARRAY NOTHROW, new_nothrow_fn, (size_t size, const void *tag),
+                (size, tag), true)
 /* The alignment is a power of two (the language guarantees it); memalign
  * takes any size with it, where C11's aligned_alloc would want a multiple. */
-DEFINE_NEW(cxx_new_aligned, NEW ALIGN, new_aligned_fn, NO_FAST, pcm_memalign(alignment, size),
+DEFINE_NEW(cxx_new_aligned, NEW ALIGN, new_aligned_fn, pcm_memalign(alignment, size),
            (size_t size, size_t alignment), (size, alignment), alignment, false)
-DEFINE_NEW(cxx_new_array_aligned, NEW_ARRAY ALIGN, new_aligned_fn, NO_FAST, pcm_memalign(alignment, size),
+DEFINE_NEW(cxx_new_array_aligned, NEW_ARRAY ALIGN, new_aligned_fn, pcm_memalign(alignment, size),
            (size_t size, size_t alignment), (size, alignment), alignment, false)
-DEFINE_NEW(cxx_new_aligned_nothrow, NEW ALIGN NOTHROW, new_aligned_nothrow_fn, NO_FAST, pcm_memalign(alignment, size),
+DEFINE_NEW(cxx_new_aligned_nothrow, NEW ALIGN NOTHROW, new_aligned_nothrow_fn, pcm_memalign(alignment, size),
            (size_t size, size_t alignment, const void *tag), (size, alignment, tag), alignment, true)
-DEFINE_NEW(cxx_new_array_aligned_nothrow, NEW_ARRAY ALIGN NOTHROW, new_aligned_nothrow_fn, NO_FAST,
+DEFINE_NEW(cxx_new_array_aligned_nothrow, NEW_ARRAY ALIGN NOTHROW, new_aligned_nothrow_fn,
            pcm_memalign(alignment, size), (size_t size, size_t alignment, const void *tag),
            (size, alignment, tag), alignment, true)
