@@ -263,6 +263,7 @@ bench-quick: lib rseq-simulation-lib
 	scripts/bench_deps.sh
 	python3 bench/test_variants.py
 	python3 bench/test_overlap.py
+	python3 bench/test_plot.py
 	BENCH_QUICK=1 BENCH_STRICT=1 \
 	    BENCH_VARIANTS=pcmalloc-cas=$(BUILD)/libpcmalloc.so:PCMALLOC_RSEQ=0,pcmalloc-hardened=$(BUILD)/libpcmalloc-hardened.so \
 	    BENCH_PCMALLOC_CALLGRIND=$(RSEQ_SIMULATION_LIB) python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick

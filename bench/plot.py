@@ -237,6 +237,8 @@ plot data using 1:2:3 with boxes lc rgb variable notitle, \\
         or None})])] drawn as bars from 1 to pcmalloc's ratio on a log
         scale, each variant's ratio a mark on its bar; rss_groups:
         [(label, ratio)]."""
+        if not self.available:
+            return False  # no gnuplot: no plots, and no directory to write their data in
         rows, tics, x = [], [], 0
         marks = {v.name: [] for v in variants}
         for label, bars in groups:
