@@ -120,6 +120,11 @@ void pcm_decay_maybe(void)
         pcm_heap_decay_spans_locked(h, quiet);
         for (struct pcm_segment *s = h->segments; s; s = s->next)
             pcm_segment_decay(s, quiet);
+        /* Empty for a whole period: to the pool, for any heap or a large
+         * object (after a quiet one, empty now is enough). */
+        pcm_heap_pool_empty_segments_locked(h, !quiet);
+        for (struct pcm_segment *s = h->segments; s; s = s->next)
+            s->was_empty = pcm_segment_is_empty(s);
         pcm_heap_unlock(h);
     }
     errno = saved_errno;

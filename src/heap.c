@@ -19,6 +19,7 @@
 #include "init.h"
 #include "os.h"
 #include "remote.h"
+#include "segment_pool.h"
 #include "stats.h"
 
 struct pcm_heap *pcm_heaps;
@@ -165,10 +166,12 @@ void pcm_heaps_lock_all(void)
     for (unsigned i = 0; i < pcm_heap_count; i++)
         if (pcm_heap_is_ready(i))
             pcm_heap_lock(&pcm_heaps[i]);
+    pcm_segment_pool_lock(); /* innermost: taken under heap locks */
 }
 
 void pcm_heaps_unlock_all(void)
 {
+    pcm_segment_pool_unlock();
     for (unsigned i = 0; i < pcm_heap_count; i++)
         if (pcm_heap_is_ready(i))
             pcm_heap_unlock(&pcm_heaps[i]);
@@ -345,6 +348,7 @@ static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
         return NULL;
     s->next = h->segments;
     h->segments = s;
+    pcm_store_relaxed(&h->segment_count, h->segment_count + 1);
     h->stats.spans_created++;
     return pcm_segment_span_create(s, cls, pages);
 }
@@ -634,6 +638,26 @@ size_t pcm_heap_decay_spans_locked(struct pcm_heap *h, bool all)
     return trim_spans_locked(h, !all);
 }
 
+unsigned pcm_heap_pool_empty_segments_locked(struct pcm_heap *h, bool idle_only)
+{
+    unsigned given = 0;
+    if (!pcm_segment_pool_enabled())
+        return 0;
+    for (struct pcm_segment **link = &h->segments, *s; (s = *link) != NULL;) {
+        if (!pcm_segment_is_empty(s) || (idle_only && !s->was_empty)) {
+            link = &s->next;
+            continue;
+        }
+        *link = s->next;
+        pcm_segment_pool_release(s);
+        if (h->spare_hint == s)
+            h->spare_hint = NULL;
+        pcm_store_relaxed(&h->segment_count, h->segment_count - 1);
+        given++;
+    }
+    return given;
+}
+
 static size_t give_back_locked(struct pcm_heap *h, bool span_pages)
 {
     pcm_heap_drain_remote_locked(h, true);
@@ -642,6 +666,7 @@ static size_t give_back_locked(struct pcm_heap *h, bool span_pages)
     size_t released = span_pages ? trim_spans_locked(h, false) : 0;
     for (struct pcm_segment *s = h->segments; s; s = s->next)
         released += pcm_segment_decommit_free(s);
+    pcm_heap_pool_empty_segments_locked(h, false);
     return released;
 }
 

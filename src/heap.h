@@ -135,6 +135,8 @@ struct pcm_heap {
     uint64_t random_state; /* the refill shuffle's generator (lock; hardening.c) */
 #endif
     struct pcm_segment *segments; /* lock */
+    /* Segments on that list (lock; read without it by malloc_info). */
+    volatile pcm_word_t segment_count;
     /* Where a span last went back, while a segment may have spare pages;
      * NULL once a search found none (lock; heap.c). */
     struct pcm_segment *spare_hint;
@@ -371,6 +373,10 @@ struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h);
  * release build's normal run: nothing but a test writes it. */
 extern int pcm_fault_duplicate_refill __attribute__((visibility("hidden")));
 
+/* Give h's empty segments to the segment pool (segment_pool.h); with
+ * idle_only, only those that were empty at the last decay tick too.  The
+ * number given.  Caller holds h's lock. */
+unsigned pcm_heap_pool_empty_segments_locked(struct pcm_heap *h, bool idle_only);
 bool pcm_heap_trylock(struct pcm_heap *h);
 /* Wait for h's lock (yielding the CPU to its holder): only where a caller
  * must have this heap - fork, malloc_trim - never on an allocation path. */

@@ -16,6 +16,7 @@
 #include "os.h"
 #include "segment.h"
 #include "segment_map.h"
+#include "segment_pool.h"
 #include "stats.h"
 
 static size_t object_offset(size_t alignment)
@@ -23,8 +24,43 @@ static size_t object_offset(size_t alignment)
     return alignment > PCM_PAGE_SIZE ? alignment : PCM_PAGE_SIZE;
 }
 
+/* Pooled chunks back to the pool: out of the map, then decommitted. */
+static void return_to_pool(struct pcm_large *large)
+{
+    size_t bytes = large->map_bytes;
+    pcm_segment_map_clear(large, bytes);
+    pcm_stats_large_returned(bytes);
+    pcm_segment_pool_put(large, bytes >> PCM_SEGMENT_SHIFT, false);
+}
+
+/* When the OS has no address space for a mapping of map_bytes: a run of
+ * pooled chunks (aligned to a chunk: any alignment a large object may
+ * have up to that), or NULL. */
+static struct pcm_large *adopt_pooled(size_t map_bytes, size_t alignment)
+{
+    if (alignment > PCM_SEGMENT_SIZE || map_bytes > SIZE_MAX - PCM_SEGMENT_SIZE)
+        return NULL;
+    size_t bytes = PCM_ALIGN_UP(map_bytes, PCM_SEGMENT_SIZE);
+    struct pcm_large *large = pcm_segment_pool_take(bytes >> PCM_SEGMENT_SHIFT);
+    if (!large)
+        return NULL;
+    large->kind = PCM_KIND_LARGE;
+    large->map_bytes = bytes;
+    large->pooled = true;
+    if (!pcm_segment_map_set(large, bytes, large)) {
+        pcm_segment_pool_put(large, bytes >> PCM_SEGMENT_SHIFT, false);
+        return NULL;
+    }
+    pcm_stats_large_adopted(bytes);
+    return large;
+}
+
 void pcm_large_unmap(struct pcm_large *large)
 {
+    if (large->pooled) {
+        return_to_pool(large);
+        return;
+    }
     size_t bytes = large->map_bytes;
     pcm_segment_map_clear(large, bytes);
     pcm_os_unmap(large, bytes);
@@ -135,6 +171,8 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
     }
     if (!large) {
         large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : fresh_alignment(map_bytes));
+        if (!large && errno == ENOMEM && (large = adopt_pooled(map_bytes, alignment)) != NULL)
+            return hand_out(large, offset, size); /* zeroes: its pages were decommitted */
         if (!large)
             return NULL;
         if (pcm_opts.hugepages && map_bytes >= PCM_HUGE_PAGE_SIZE)
@@ -177,7 +215,7 @@ void pcm_large_free(struct pcm_large *large, void *p, const char *call)
     pcm_large_check(large, p, call);
     pcm_decay_maybe(); /* before the put: this mapping is not idle */
     large->object = NULL;
-    if (!pcm_large_cache_put(large))
+    if (large->pooled || !pcm_large_cache_put(large))
         pcm_large_unmap(large);
 }
 
@@ -191,6 +229,22 @@ static void shrink_mapping(struct pcm_large *large, size_t need)
     pcm_os_unmap((char *)large + need, old_bytes - need);
     large->map_bytes = need;
     pcm_stats_large_resized(old_bytes, need);
+}
+
+/* realloc where the mapping cannot grow (no address space above it or
+ * to move it to, or pooled chunks): a new object (the pool may give its
+ * chunks), the contents copied, the old one freed. */
+static void *move_elsewhere(struct pcm_large *large, void *p, size_t size)
+{
+    void *fresh = pcm_large_alloc(size, 0, false);
+    if (!fresh) {
+        errno = ENOMEM;
+        return NULL; /* p stays as it was */
+    }
+    size_t old_usable = pcm_large_usable(large);
+    memcpy(fresh, p, old_usable < size ? old_usable : size);
+    pcm_large_free(large, p, "realloc");
+    return fresh;
 }
 
 void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
@@ -207,7 +261,7 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
         /* A real shrink, by more than half, gives the tail back; growth
          * into a mapping that is already large enough (reused from the
          * cache, or grown with headroom) keeps it. */
-        if (size < large->requested / 2 && need < old_bytes / 2)
+        if (size < large->requested / 2 && need < old_bytes / 2 && !large->pooled)
             shrink_mapping(large, need);
         large->requested = size;
         return p;
@@ -215,13 +269,11 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
     /* Grow by at least a quarter: repeated small growth stays amortised. */
     size_t grown = PCM_ALIGN_UP(old_bytes + old_bytes / 4, PCM_PAGE_SIZE);
     size_t new_bytes = need > grown ? need : grown;
-    struct pcm_large *moved = grow_to(large, new_bytes);
-    if (!moved && new_bytes > need)
+    struct pcm_large *moved = large->pooled ? NULL : grow_to(large, new_bytes);
+    if (!moved && new_bytes > need && !large->pooled)
         moved = grow_to(large, need);
-    if (!moved) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (!moved)
+        return move_elsewhere(large, p, size);
     moved->object = (char *)moved + offset;
     moved->requested = size;
     return moved->object;

@@ -25,6 +25,10 @@ struct pcm_large {
     void *object;      /* the pointer handed out; NULL while cached */
     size_t map_bytes;  /* the whole mapping, header included */
     size_t requested;  /* the size last asked for (alloc or realloc) */
+    /* On chunks lent by the segment pool (segment_pool.h), when the OS had
+     * no address space left: never unmapped, moved or cut, nor cached;
+     * the chunks go back to the pool when the object is freed. */
+    bool pooled;
 };
 
 /* zeroed: the caller needs zeros (calloc); a reused mapping is cleared,

@@ -37,18 +37,13 @@ static void write_file(struct pcm_sink *sink, const char *text, size_t len)
     fwrite(text, 1, len, (FILE *)sink->writer_data);
 }
 
-/* The bytes of heap h's segments.  Read without h's lock: segments are
- * prepended and never unmapped, so the walk may miss the newest one but
- * always ends on a valid list. */
+/* The bytes of heap h's segments, from the count the heap keeps (read
+ * without its lock: a moment's figure). */
 static unsigned long heap_segment_bytes(unsigned h)
 {
-    unsigned long bytes = 0;
     if (!pcm_heap_is_ready(h))
         return 0; /* no segments, and its pages stay untouched */
-    for (struct pcm_segment *s = *(struct pcm_segment *volatile *)&pcm_heaps[h].segments; s;
-         s = *(struct pcm_segment *volatile *)&s->next)
-        bytes += PCM_SEGMENT_SIZE;
-    return bytes;
+    return (unsigned long)pcm_load_relaxed(&pcm_heaps[h].segment_count) * PCM_SEGMENT_SIZE;
 }
 
 static void write_heaps(struct pcm_sink *out)

@@ -24,6 +24,11 @@ void *pcm_os_map(size_t bytes);
  * swap or commit charge is reserved for it (MAP_NORESERVE). */
 void *pcm_os_map_sparse(size_t bytes);
 
+/* A fresh mapping of `bytes` exactly at `at` (page-aligned), if that
+ * address space is free; else NULL and nothing mapped (never MAP_FIXED:
+ * whatever is there stays). */
+void *pcm_os_map_at(void *at, size_t bytes);
+
 /*
  * The same, starting at a multiple of `alignment` (a power of two; at or
  * below the page size this is pcm_os_map).  Maps bytes + alignment - page

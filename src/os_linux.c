@@ -125,6 +125,19 @@ void *pcm_os_map_sparse(size_t bytes)
     return map_anonymous(bytes, MAP_NORESERVE);
 }
 
+void *pcm_os_map_at(void *at, size_t bytes)
+{
+    if (pcm_os_inject(PCM_OS_CALL_MMAP))
+        return NULL;
+    void *p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (p == at)
+        return p;
+    munmap(p, bytes);
+    return NULL;
+}
+
 void *pcm_os_map_aligned(size_t bytes, size_t alignment)
 {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {

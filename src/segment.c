@@ -12,6 +12,7 @@
 #include "os.h"
 #include "percpu_rseq.h"
 #include "segment_map.h"
+#include "segment_pool.h"
 #include "stats.h"
 
 #define HEADER_PAGES ((sizeof(struct pcm_segment) + PCM_PAGE_SIZE - 1) >> PCM_PAGE_SHIFT)
@@ -116,7 +117,14 @@ static size_t decommit_idle_descriptors(struct pcm_segment *s)
 
 struct pcm_segment *pcm_segment_create(unsigned owner)
 {
-    struct pcm_segment *s = pcm_os_map_aligned(PCM_SEGMENT_SIZE, PCM_SEGMENT_SIZE);
+    /* A pooled chunk first: mapped already, and its address space is the
+     * process's either way (segment_pool.h). */
+    bool pooled = true;
+    struct pcm_segment *s = pcm_segment_pool_take(1);
+    if (!s) {
+        pooled = false;
+        s = pcm_os_map_aligned(PCM_SEGMENT_SIZE, PCM_SEGMENT_SIZE);
+    }
     if (!s)
         return NULL;
     /* Before the header's first write: a range that faulted in small
@@ -141,18 +149,54 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
     if (!pcm_opts.hugepages)
         s->descriptors_gone = pure_descriptor_pages(s);
     if (!pcm_hardened_segment_created(s) || !pcm_segment_map_set(s, PCM_SEGMENT_SIZE, s)) {
-        pcm_os_unmap(s, PCM_SEGMENT_SIZE);
+        if (pooled) {
+            pcm_segment_pool_put(s, 1, false);
+        } else {
+            pcm_os_unmap(s, PCM_SEGMENT_SIZE);
+        }
         errno = ENOMEM;
         return NULL;
     }
     pcm_segment_index_add(s);
-    pcm_stats_segment_mapped(PCM_SEGMENT_SIZE);
+    if (pooled)
+        pcm_stats_segment_unpooled();
+    else
+        pcm_stats_segment_mapped(PCM_SEGMENT_SIZE);
     pcm_stats_committed((HEADER_PAGES - bits_set(s->descriptors_gone)) << PCM_PAGE_SHIFT);
     for (size_t page = 0; page < HEADER_PAGES; page++)
         s->page_touched[page / PCM_WORD_BITS] |= (pcm_word_t)1 << (page % PCM_WORD_BITS);
     if (pcm_opts.hugepages) /* the header made its huge page resident: count the rest of it */
         pcm_segment_touched(s, (uintptr_t)s, (uintptr_t)s + PCM_PAGE_SIZE);
     return s;
+}
+
+bool pcm_segment_is_empty(const struct pcm_segment *s)
+{
+    return s->free_pages == PCM_SEGMENT_PAGES - s->header_pages;
+}
+
+/* The pages of s the counters hold as committed: the header's but those
+ * of descriptors never written or given back, and every touched page
+ * after it. */
+static size_t committed_pages(const struct pcm_segment *s)
+{
+    size_t pages = s->header_pages - bits_set(s->descriptors_gone);
+    for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES; page++)
+        pages += (s->page_touched[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
+    return pages;
+}
+
+void pcm_segment_pool_release(struct pcm_segment *s)
+{
+    /* Out of the map first: a stale pointer into s is then an invalid
+     * pointer, whatever it reads of the header being zeroed. */
+    size_t committed = committed_pages(s);
+    pcm_segment_map_clear(s, PCM_SEGMENT_SIZE);
+    pcm_stats_decommitted(committed << PCM_PAGE_SHIFT);
+    pcm_stats_segment_pooled();
+    /* (A decommit the kernel refuses part way would leave half a header:
+     * the pool clears what it could not drop.) */
+    pcm_segment_pool_put(s, 1, false);
 }
 
 static bool page_is_touched(const struct pcm_segment *s, size_t page)

@@ -23,7 +23,8 @@
  * malloc_trim in 68 segments, 38.4 MB with them packed (glibc 39.8).
  *
  * Segments are never unmapped (only decommitted): a stale read by a
- * concurrent lock-free pop of memory in them must never fault.  A header
+ * concurrent lock-free pop of memory in them must never fault.  An empty
+ * one goes to the segment pool (segment_pool.h), still mapped.  A header
  * page holding only descriptors is not written, or decommitted again,
  * while none of its slots is in use (descriptors_gone): zeroes are what a
  * descriptor in no use holds where free's check reads it (class_plus1,
@@ -102,6 +103,7 @@ struct pcm_segment {
     uint32_t owner;               /* heap index */
     uint32_t header_pages;
     uint32_t free_pages;
+    uint32_t was_empty;           /* no span at the last decay tick (decay.c) */
     struct pcm_segment *next;     /* the owner heap's segments */
 #ifdef PCM_HARDENED
     pcm_word_t link_key;          /* the owner heap's secret (hardening.h) */
@@ -197,6 +199,14 @@ static inline void pcm_span_set_size(struct pcm_span *span, uint32_t size)
 /* A new segment for heap `owner`, registered in the segment map; NULL with
  * errno == ENOMEM if the OS has no memory. */
 struct pcm_segment *pcm_segment_create(unsigned owner);
+
+/* Whether s has no span (every page but the header's free). */
+bool pcm_segment_is_empty(const struct pcm_segment *s);
+
+/* Give s, empty and out of its heap's list, to the segment pool
+ * (segment_pool.h): out of the map, every page decommitted, the counters
+ * told.  Caller holds the owner's lock (s's fields are read). */
+void pcm_segment_pool_release(struct pcm_segment *s);
 
 /* Pages of s in no span that objects were written on: still resident
  * until decay gives them back.  Caller holds the owner's lock. */

@@ -47,6 +47,27 @@ void pcm_segment_index_add(void *base)
     pcm_segment_index[chunk] = pcm_fast_path_is_rseq_after_start() ? PCM_INDEX_RSEQ : PCM_INDEX_CAS;
 }
 
+void pcm_segment_index_set(void *base, size_t chunks, enum pcm_index_kind kind)
+{
+    uintptr_t first = (uintptr_t)base >> PCM_SEGMENT_SHIFT;
+    for (uintptr_t chunk = first; chunk < first + chunks; chunk++) {
+#if PCM_MAP_LEAF_BITS != 0
+        if (chunk >= pcm_segment_index_chunks)
+            return;
+#endif
+        pcm_segment_index[chunk] = (uint8_t)kind;
+    }
+}
+
+bool pcm_segment_index_ready(void)
+{
+#if PCM_MAP_LEAF_BITS != 0
+    return pcm_segment_index_chunks != 0;
+#else
+    return true;
+#endif
+}
+
 #if PCM_MAP_LEAF_BITS == 0
 
 static volatile pcm_word_t *entry_of(uintptr_t granule, bool create)

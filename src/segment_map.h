@@ -71,11 +71,17 @@ static inline void *pcm_segment_map_find(const void *p)
  * 64-bit), non-zero where a segment of small-object spans starts
  * (segments are chunk-sized and chunk-aligned), so a small object's
  * segment is found with one load and no pointer to follow.  A byte is set
- * once, when its segment is created, and never cleared: segments are never
- * unmapped.  Its value also names the fast path (fast_path.h), settled
+ * when its segment is created; a segment no heap uses any more goes to the
+ * pool (segment_pool.h), its byte POOL, and on to a new segment or a large
+ * object (its byte NONE).  A chunk that held a segment is never unmapped.
+ * Its value also names the fast path (fast_path.h), settled
  * before the first segment is made: the free path's one compare of the
  * byte is then its test of the path too (kind RSEQ), with no load of the
- * path's variable.
+ * path's variable.  A byte that changes after its segment was created
+ * (POOL, NONE) changes when none of the segment's objects is live: only
+ * an invalid pointer can see it change, and every value sends one to an
+ * error (POOL: the chunk's header reads as zeroes - no span - and its map
+ * entries are cleared).
  *
  * Plain loads and stores, no atomics: a segment's byte is written before
  * any object of it is handed out, and whoever frees a valid object got it
@@ -106,6 +112,7 @@ enum pcm_index_kind {
     PCM_INDEX_NONE = 0, /* no segment known there */
     PCM_INDEX_CAS,      /* a segment, in a process on the CAS fast path */
     PCM_INDEX_RSEQ,     /* a segment, in a process on the rseq fast path */
+    PCM_INDEX_POOL,     /* a chunk in the segment pool: no segment, no object */
 };
 
 /* What the index knows of p's chunk.  (If NONE, p may still be
@@ -123,7 +130,8 @@ static inline enum pcm_index_kind pcm_segment_index_kind(const void *p)
 
 static inline bool pcm_segment_index_has(const void *p)
 {
-    return pcm_segment_index_kind(p) != PCM_INDEX_NONE;
+    enum pcm_index_kind kind = pcm_segment_index_kind(p);
+    return kind == PCM_INDEX_CAS || kind == PCM_INDEX_RSEQ;
 }
 
 /* Map the index (64-bit; start-up, single caller).  Never fails: without
@@ -133,6 +141,11 @@ void pcm_segment_index_init(void);
 /* The segment at base (chunk-aligned) exists: let the index know.  After
  * start-up (pcm_fast_path_choose), as every segment is made. */
 void pcm_segment_index_add(void *base);
+/* Set the bytes of the chunks of [base, base + chunks chunks) to kind
+ * (the segment pool's transitions: POOL, NONE). */
+void pcm_segment_index_set(void *base, size_t chunks, enum pcm_index_kind kind);
+/* Whether the index exists (64-bit: its mapping may have failed). */
+bool pcm_segment_index_ready(void);
 
 /* Make sure the map has memory for every granule of [base, base + bytes);
  * false if the map's own memory could not be mapped. */

@@ -10,6 +10,7 @@
 
 #include "heap.h"
 #include "large_cache.h"
+#include "segment_pool.h"
 #include "sizeclass.h"
 
 static struct {
@@ -63,6 +64,35 @@ static void large_shrank(size_t bytes)
     pcm_fetch_sub_acq_rel(&totals.committed_bytes, bytes);
 }
 
+void pcm_stats_segment_pooled(void)
+{
+    pcm_fetch_sub_acq_rel(&totals.segments, 1);
+}
+
+void pcm_stats_pool_mapped(size_t bytes)
+{
+    grow(&totals.mapped_bytes, &totals.peak_mapped_bytes, bytes);
+}
+
+void pcm_stats_segment_unpooled(void)
+{
+    pcm_fetch_add_acq_rel(&totals.segments, 1);
+}
+
+void pcm_stats_large_adopted(size_t bytes)
+{
+    pcm_fetch_add_acq_rel(&totals.large_objects, 1);
+    pcm_fetch_add_acq_rel(&totals.large_bytes, bytes);
+    pcm_stats_committed(bytes);
+}
+
+void pcm_stats_large_returned(size_t bytes)
+{
+    pcm_fetch_sub_acq_rel(&totals.large_objects, 1);
+    pcm_fetch_sub_acq_rel(&totals.large_bytes, bytes);
+    pcm_stats_decommitted(bytes);
+}
+
 void pcm_stats_large_created(size_t bytes)
 {
     pcm_fetch_add_acq_rel(&totals.large_objects, 1);
@@ -96,6 +126,7 @@ void pcm_stats_span_released(unsigned cls)
 void pcm_stats_totals_read(struct pcm_stats_totals *out)
 {
     out->segments = pcm_load_relaxed(&totals.segments);
+    out->pooled_chunks = pcm_segment_pool_count();
     out->large_objects = pcm_load_relaxed(&totals.large_objects);
     out->large_bytes = pcm_load_relaxed(&totals.large_bytes);
     out->large_cached = pcm_large_cache_count();

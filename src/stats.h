@@ -16,7 +16,8 @@
 #include "atomic.h"
 
 struct pcm_stats_totals {
-    pcm_word_t segments;        /* segments mapped (never unmapped) */
+    pcm_word_t segments;        /* segments in heaps (not the pool's chunks) */
+    pcm_word_t pooled_chunks;   /* chunks in the segment pool (segment_pool.h) */
     pcm_word_t large_objects;   /* large mappings now (live or cached) */
     pcm_word_t large_bytes;     /* bytes in large mappings now */
     pcm_word_t large_cached;    /* of those, mappings kept for reuse */
@@ -34,6 +35,16 @@ void pcm_stats_segment_mapped(size_t bytes);
 void pcm_stats_committed(size_t bytes);
 /* Pages given back to the OS (they count as committed again once rewritten). */
 void pcm_stats_decommitted(size_t bytes);
+/* A segment went to the pool / one came back from it (segment_pool.h):
+ * its chunk stays mapped. */
+void pcm_stats_segment_pooled(void);
+/* Address space the pool mapped to join a run (segment_pool.c). */
+void pcm_stats_pool_mapped(size_t bytes);
+void pcm_stats_segment_unpooled(void);
+/* A large object on pooled chunks / those chunks back to the pool: its
+ * bytes are mapped already (counted committed while it lives). */
+void pcm_stats_large_adopted(size_t bytes);
+void pcm_stats_large_returned(size_t bytes);
 void pcm_stats_large_created(size_t bytes);
 void pcm_stats_large_resized(size_t old_bytes, size_t new_bytes);
 void pcm_stats_large_destroyed(size_t bytes);

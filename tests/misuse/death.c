@@ -27,6 +27,8 @@
 #include "layout.h"
 #include "pcmalloc.h"
 #include "segment.h"
+#include "segment_map.h"
+#include "segment_pool.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -219,6 +221,33 @@ static void free_page_in_no_span(void)
 PCM_TEST(death_free_of_a_segment_page_in_no_span)
 {
     expect_death("free of a segment page no span holds", free_page_in_no_span, "free", "invalid pointer");
+}
+
+/* A pointer into a segment that went to the pool (src/segment_pool.c):
+ * its header reads as zeroes and the map names no one there. */
+static void free_into_a_pooled_segment(void)
+{
+    enum { N = 60 }; /* 12 MiB of 200 KiB objects: whole segments */
+    static void *objects[N];
+    for (unsigned i = 0; i < N; i++)
+        if (!(objects[i] = pcm_malloc(200 * 1024)))
+            _exit(SETUP_FAILED);
+    for (unsigned i = 0; i < N; i++)
+        pcm_free(objects[i]);
+    pcm_malloc_trim(0);
+    for (unsigned i = 0; i < N; i++)
+        if (pcm_segment_index_kind(objects[i]) == PCM_INDEX_POOL)
+            pcm_free(about_to_misuse(objects[i]));
+    _exit(SETUP_FAILED); /* no segment went to the pool */
+}
+
+PCM_TEST(death_free_into_a_pooled_segment)
+{
+    pcm_free(pcm_malloc(1)); /* set up: the index, which the pool needs, is mapped */
+    if (!pcm_segment_pool_enabled())
+        return; /* the hardened build pools nothing */
+    expect_death("free of an object whose segment went to the pool", free_into_a_pooled_segment, "free",
+                 "invalid pointer");
 }
 
 static void free_sized_middle(void)

@@ -188,6 +188,26 @@ PCM_TEST(os_map_aligned_neighbours_free)
     pcm_os_unmap(p, bytes);
 }
 
+/* pcm_os_map_at: exactly there where the space is free; where it is not,
+ * NULL, and what was there is untouched (never MAP_FIXED). */
+PCM_TEST(os_map_at_free_or_nothing)
+{
+    size_t page = pcm_os_page_size();
+    unsigned char *p = pcm_os_map(4 * page);
+    PCM_REQUIRE(p != NULL, "map failed");
+    memset(p, 0x5a, 4 * page);
+    pcm_os_unmap(p + 2 * page, 2 * page); /* free space above p's first two pages */
+    unsigned char *at = pcm_os_map_at(p + 2 * page, 2 * page);
+    PCM_CHECK(at == p + 2 * page, "map_at a free address gave %p, not %p", (void *)at, (void *)(p + 2 * page));
+    if (at)
+        PCM_CHECK(at[0] == 0 && at[2 * page - 1] == 0, "a fresh mapping that is not zero");
+    PCM_CHECK(pcm_os_map_at(p, page) == NULL, "map_at an address in use succeeded");
+    PCM_CHECK(p[0] == 0x5a && p[page - 1] == 0x5a, "map_at an address in use changed its contents");
+    pcm_os_unmap(p, 2 * page);
+    if (at)
+        pcm_os_unmap(at, 2 * page);
+}
+
 PCM_TEST(os_decommit_zeroes_and_stays_mapped)
 {
     size_t page = pcm_os_page_size(), bytes = 8 * page;

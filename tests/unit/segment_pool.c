@@ -1,0 +1,250 @@
+/*
+ * tests/unit/segment_pool.c - empty segments go to the pool (src/segment_pool.c)
+ * and serve any heap's next segment, or a large object when the OS has no
+ * address space left.  Before the pool a segment was never given back: a
+ * 32-bit process that had freed 2.7 GiB of small objects could not get
+ * 1800 MiB (README, Limitations, before this change).
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "layout.h"
+#include "os.h"
+#include "segment_map.h"
+#include "segment_pool.h"
+#include "stats.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#define MIB ((size_t)1 << 20)
+/* Small objects of a big class: a few of them fill a segment. */
+#define PHASE_SIZE ((size_t)200 * 1024)
+
+static unsigned long segments_now(void)
+{
+    struct pcm_stats_totals t;
+    pcm_stats_totals_read(&t);
+    return (unsigned long)t.segments;
+}
+
+/* Whether this build pools: known once pcmalloc is set up (the index is
+ * mapped by the first allocation). */
+static bool pooling(void)
+{
+    pcm_free(pcm_malloc(1));
+    return pcm_segment_pool_enabled();
+}
+
+/* The hardened build pools nothing (segment_pool.h): its segments stay
+ * in their heaps, as before the pool. */
+PCM_TEST(the_hardened_build_pools_nothing)
+{
+    if (pooling())
+        return;
+    void *p = pcm_malloc(PHASE_SIZE);
+    pcm_free(p);
+    pcm_malloc_trim(0);
+    PCM_CHECK(pcm_segment_pool_count() == 0, "%zu chunks pooled", pcm_segment_pool_count());
+}
+
+PCM_TEST(empty_segments_go_to_the_pool_and_serve_again)
+{
+    if (!pooling())
+        return; /* the_hardened_build_pools_nothing */
+    enum { N = 120 }; /* 24 MiB of 200 KiB objects: several segments */
+    static uint32_t *objects[N];
+    for (unsigned i = 0; i < N; i++) {
+        objects[i] = pcm_malloc(PHASE_SIZE);
+        PCM_CHECK(objects[i] != NULL, "malloc(%zu) #%u failed", PHASE_SIZE, i);
+        if (objects[i])
+            objects[i][0] = i;
+    }
+    unsigned long before = segments_now();
+    size_t pooled_before = pcm_segment_pool_count();
+    for (unsigned i = 0; i < N; i++)
+        pcm_free(objects[i]);
+    pcm_malloc_trim(0);
+    size_t pooled = pcm_segment_pool_count() - pooled_before;
+    PCM_CHECK(pooled >= 4, "malloc_trim: %zu segments pooled (of %lu)", pooled, before);
+    PCM_CHECK(segments_now() + pooled == before, "segments: %lu before, %lu after, %zu pooled", before,
+              segments_now(), pooled);
+    /* A pooled chunk: the index says so, the map names no one, the free
+     * of a stale pointer into it is an invalid pointer (tests/misuse). */
+    unsigned in_pool = 0;
+    for (unsigned i = 0; i < N; i++)
+        if (pcm_segment_index_kind(objects[i]) == PCM_INDEX_POOL) {
+            in_pool++;
+            PCM_CHECK(pcm_segment_map_find(objects[i]) == NULL, "object %u's pooled chunk: the map names %p", i,
+                      pcm_segment_map_find(objects[i]));
+            PCM_CHECK(objects[i][0] == 0, "object %u's pooled chunk reads %u, not zeroes", i, objects[i][0]);
+        }
+    PCM_CHECK(in_pool > 0, "none of the objects' chunks is in the pool");
+    /* The same number again: from the pool's chunks (or room the heaps
+     * had), with no new address space. */
+    struct pcm_stats_totals trimmed, again_totals;
+    pcm_stats_totals_read(&trimmed);
+    static uint32_t *again[N];
+    for (unsigned i = 0; i < N; i++) {
+        again[i] = pcm_malloc(PHASE_SIZE);
+        PCM_CHECK(again[i] != NULL, "malloc(%zu) #%u failed after the trim", PHASE_SIZE, i);
+        if (again[i])
+            again[i][0] = ~i;
+    }
+    pcm_stats_totals_read(&again_totals);
+    PCM_CHECK(again_totals.mapped_bytes <= trimmed.mapped_bytes, "mapped %lu KiB after the trim, %lu KiB after the "
+              "second phase: new segments beside the pooled ones", (unsigned long)trimmed.mapped_bytes >> 10,
+              (unsigned long)again_totals.mapped_bytes >> 10);
+    PCM_CHECK(pcm_segment_pool_count() < pooled_before + pooled, "the pool kept all %zu chunks", pooled);
+    for (unsigned i = 0; i < N; i++) {
+        if (again[i] && again[i][0] != ~i)
+            PCM_CHECK(false, "object %u at %p: stamp %u", i, (void *)again[i], again[i][0]);
+        pcm_free(again[i]);
+    }
+}
+
+/* The address space this process may still map, as a limit to set: on
+ * 64-bit 1 GiB above what it has (RLIMIT_AS), on 32-bit what the machine
+ * gives (no limit set). */
+static bool limit_address_space(void)
+{
+    if (sizeof(void *) == 4)
+        return true;
+    char text[128];
+    if (!pcm_test_read_file("/proc/self/statm", text, sizeof text))
+        return false;
+    unsigned long pages = strtoul(text, NULL, 10);
+    rlim_t limit = (rlim_t)pages * 4096 + ((rlim_t)1 << 30);
+    struct rlimit r = {limit, limit};
+    return setrlimit(RLIMIT_AS, &r) == 0;
+}
+
+/* Whether the limit binds: qemu-user maps a 64-bit guest's memory in its
+ * own reservation, where the host's RLIMIT_AS never sees it. */
+static bool limit_binds(void)
+{
+    if (sizeof(void *) == 4)
+        return true;
+    void *p = mmap(NULL, (size_t)2 << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return true;
+    munmap(p, (size_t)2 << 30);
+    return false;
+}
+
+/* In a child (the address space limit is its own): small objects until
+ * malloc says no, all freed and trimmed, then one block of 40% of what
+ * they took, written and read, then small objects again. */
+static int big_block_after_small_phase(void *arg)
+{
+    (void)arg;
+    if (!limit_address_space())
+        return 2;
+    if (!limit_binds())
+        return 10;
+    enum { MAX = 1 << 15 };
+    static uint32_t *objects[MAX];
+    unsigned made = 0;
+    for (; made < MAX; made++) {
+        uint32_t *p = pcm_malloc(PHASE_SIZE);
+        if (!p)
+            break;
+        p[0] = made;
+        p[PHASE_SIZE / 4 - 1] = ~made;
+        objects[made] = p;
+    }
+    if (made == MAX || made < 100)
+        return 3; /* the address space did not run out, or ran out at once */
+    for (unsigned i = 0; i < made; i++) {
+        if (objects[i][0] != i || objects[i][PHASE_SIZE / 4 - 1] != ~i)
+            return 4;
+        pcm_free(objects[i]);
+    }
+    pcm_malloc_trim(0);
+    size_t big = (size_t)made * PHASE_SIZE / 10 * 4;
+    unsigned char *block = pcm_malloc(big);
+    if (!block)
+        return 5; /* the README's limitation: no address space for it */
+    for (size_t at = 0; at < big; at += MIB)
+        block[at] = (unsigned char)(at / MIB);
+    block[big - 1] = 0xa5;
+    for (size_t at = 0; at < big; at += MIB)
+        if (block[at] != (unsigned char)(at / MIB))
+            return 6;
+    if (block[big - 1] != 0xa5)
+        return 6;
+    /* It grows by copying (no address space to grow it in place or move
+     * it), and keeps its contents. */
+    unsigned char *bigger = pcm_realloc(block, big + MIB);
+    if (bigger) {
+        for (size_t at = 0; at < big; at += MIB)
+            if (bigger[at] != (unsigned char)(at / MIB))
+                return 7;
+        block = bigger;
+    }
+    pcm_free(block);
+    for (unsigned i = 0; i < 1000; i++) {
+        objects[i] = pcm_malloc(64 + i);
+        if (!objects[i])
+            return 8;
+        objects[i][0] = i;
+    }
+    for (unsigned i = 0; i < 1000; i++) {
+        if (objects[i][0] != i)
+            return 9;
+        pcm_free(objects[i]);
+    }
+    return 0;
+}
+
+PCM_TEST(a_big_block_fits_where_a_phase_of_small_objects_was)
+{
+    if (!pooling())
+        return;
+    static const char *const why[] = {
+        "", "", "could not limit the address space", "the address space did not run out (or at once)",
+        "a small object lost its stamps", "malloc of 40% of the phase's bytes failed after the trim",
+        "the big block lost its contents", "realloc lost the big block's contents",
+        "a small object failed after the big block", "a small object lost its stamp",
+    };
+    struct pcm_test_child child = pcm_test_run_child(big_block_after_small_phase, NULL, 120);
+    if (child.ran && !child.signaled && child.exit_status == 10) {
+        pcm_test_printf("    not here: a 2 GiB mapping succeeded under a 1 GiB RLIMIT_AS (qemu-user)\n");
+        return;
+    }
+    PCM_CHECK(child.ran && !child.signaled && child.exit_status == 0, "child: %s (signal %d, status %d) %s",
+              child.exit_status > 1 && child.exit_status < 10 ? why[child.exit_status] : "?", child.signal,
+              child.exit_status, child.text);
+}
+
+/* A run of pooled chunks too short for a large object is joined by free
+ * address space beside it (a 32-bit process whose C library heap shrank
+ * next to its segments).  Here: a run one chunk longer than any in the
+ * pool, with the chunk below it unmapped; a take of one more chunk than
+ * the run gets the run and the chunk below. */
+PCM_TEST(a_run_grows_into_free_space_beside_it)
+{
+    if (!pooling())
+        return;
+    size_t run = pcm_segment_pool_count() + 1;
+    char *base = pcm_os_map_aligned((run + 1) * PCM_SEGMENT_SIZE, PCM_SEGMENT_SIZE);
+    PCM_REQUIRE(base != NULL, "cannot map %zu chunks", run + 1);
+    pcm_os_unmap(base, PCM_SEGMENT_SIZE);
+    pcm_segment_pool_put(base + PCM_SEGMENT_SIZE, run, true);
+    char *taken = pcm_segment_pool_take(run + 1);
+    PCM_CHECK(taken == base, "took %p, not the run at %p and the chunk below it", (void *)taken,
+              (void *)(base + PCM_SEGMENT_SIZE));
+    if (taken != base)
+        return;
+    for (size_t i = 0; i <= run; i++) {
+        PCM_CHECK(pcm_segment_index_kind(base + i * PCM_SEGMENT_SIZE) == PCM_INDEX_NONE, "chunk %zu: index %d", i,
+                  (int)pcm_segment_index_kind(base + i * PCM_SEGMENT_SIZE));
+        base[i * PCM_SEGMENT_SIZE] = 1; /* mapped, writable */
+    }
+    pcm_segment_pool_put(base, run + 1, false);
+    PCM_CHECK(pcm_segment_pool_count() >= run + 1, "%zu chunks pooled after giving back %zu", pcm_segment_pool_count(),
+              run + 1);
+}
