@@ -27,7 +27,7 @@
 
 #define MIB ((size_t)1 << 20)
 #define WORKERS 8u
-#define ROUNDS 12u
+#define ROUNDS 12u /* times PCM_TEST_SCALE */
 #define PHASE_OBJECTS 160u /* mostly 150-200 KiB: about 24 MiB a phase */
 #define LARGE_LIVE 2u
 
@@ -77,7 +77,8 @@ static void work(void *arg, unsigned worker)
     unsigned char *large[LARGE_LIVE] = {NULL};
     size_t large_size[LARGE_LIVE];
     uint32_t large_stamp[LARGE_LIVE];
-    for (unsigned round = 0; round < ROUNDS; round++) {
+    unsigned rounds = (unsigned)pcm_test_scale(ROUNDS);
+    for (unsigned round = 0; round < rounds; round++) {
         for (unsigned i = 0; i < PHASE_OBJECTS; i++) {
             sizes[i] = small_size(&rng);
             objects[i] = pcm_malloc(sizes[i]);
