@@ -13,6 +13,7 @@
  * zeroed under one, shows as a wrong stamp.
  */
 #include "harness.h"
+#include "address_limit.h"
 
 #include "pcmalloc.h"
 
@@ -23,7 +24,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 #define MIB ((size_t)1 << 20)
 #define WORKERS 8u
@@ -124,23 +124,6 @@ static void work(void *arg, unsigned worker)
     }
 }
 
-/* Whether RLIMIT_AS binds here (see tests/unit/segment_pool.c). */
-static bool limit_address_space(void)
-{
-    char text[128];
-    if (!pcm_test_read_file("/proc/self/statm", text, sizeof text))
-        return false;
-    rlim_t limit = (rlim_t)strtoul(text, NULL, 10) * 4096 + ((rlim_t)320 << 20);
-    struct rlimit r = {limit, limit};
-    if (setrlimit(RLIMIT_AS, &r) != 0)
-        return false;
-    void *p = mmap(NULL, (size_t)2 << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
-        return true;
-    munmap(p, (size_t)2 << 30);
-    return false;
-}
-
 /* Before the workers: 200 MiB of small objects, freed and trimmed, then a
  * block of 128 MiB, which under the limit (320 MiB, 200 of them the
  * pool's now) only the pool can give: one large object surely on pooled
@@ -164,7 +147,7 @@ static int child(void *arg)
 {
     (void)arg;
     pcm_free(pcm_malloc(1)); /* set up: the pool needs the index */
-    bool limited = sizeof(void *) == 8 && limit_address_space();
+    bool limited = sizeof(void *) == 8 && pcm_test_limit_address_space((size_t)320 << 20);
     bool pooling = limited && pcm_segment_pool_enabled();
     size_t size = 128 * MIB + 4321;
     unsigned char *block = block_from_the_pool(size);
