@@ -170,9 +170,12 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
             memset((char *)large + offset, 0, dirty < size ? dirty : size);
     }
     if (!large) {
+        int saved_errno = errno;
         large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : fresh_alignment(map_bytes));
-        if (!large && errno == ENOMEM && (large = adopt_pooled(map_bytes, alignment)) != NULL)
+        if (!large && errno == ENOMEM && (large = adopt_pooled(map_bytes, alignment)) != NULL) {
+            errno = saved_errno; /* a success: the failed mmap's errno is not the caller's */
             return hand_out(large, offset, size); /* zeroes: its pages were decommitted */
+        }
         if (!large)
             return NULL;
         if (pcm_opts.hugepages && map_bytes >= PCM_HUGE_PAGE_SIZE)
@@ -234,7 +237,7 @@ static void shrink_mapping(struct pcm_large *large, size_t need)
 /* realloc where the mapping cannot grow (no address space above it or
  * to move it to, or pooled chunks): a new object (the pool may give its
  * chunks), the contents copied, the old one freed. */
-static void *move_elsewhere(struct pcm_large *large, void *p, size_t size)
+static void *move_elsewhere(struct pcm_large *large, void *p, size_t size, int saved_errno)
 {
     void *fresh = pcm_large_alloc(size, 0, false);
     if (!fresh) {
@@ -244,6 +247,7 @@ static void *move_elsewhere(struct pcm_large *large, void *p, size_t size)
     size_t old_usable = pcm_large_usable(large);
     memcpy(fresh, p, old_usable < size ? old_usable : size);
     pcm_large_free(large, p, "realloc");
+    errno = saved_errno; /* a success: the failed growth's errno is not the caller's */
     return fresh;
 }
 
@@ -266,6 +270,7 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
         large->requested = size;
         return p;
     }
+    int saved_errno = errno;
     /* Grow by at least a quarter: repeated small growth stays amortised. */
     size_t grown = PCM_ALIGN_UP(old_bytes + old_bytes / 4, PCM_PAGE_SIZE);
     size_t new_bytes = need > grown ? need : grown;
@@ -273,7 +278,7 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
     if (!moved && new_bytes > need && !large->pooled)
         moved = grow_to(large, need);
     if (!moved)
-        return move_elsewhere(large, p, size);
+        return move_elsewhere(large, p, size, saved_errno);
     moved->object = (char *)moved + offset;
     moved->requested = size;
     return moved->object;
