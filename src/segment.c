@@ -157,7 +157,7 @@ struct pcm_segment *pcm_segment_create(unsigned owner)
         errno = ENOMEM;
         return NULL;
     }
-    pcm_segment_index_add(s);
+    pcm_segment_pool_index_add(s);
     if (pooled)
         pcm_stats_segment_unpooled();
     else

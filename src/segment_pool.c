@@ -4,7 +4,9 @@
  * all under one lock.  No malloc.
  *
  * Invariants (under pool_lock): a chunk's index byte is PCM_INDEX_POOL
- * iff the chunk is in the pool; pool_chunks counts those bytes, and all
+ * iff the chunk is in the pool, and every index byte is written under the
+ * lock (so the scans, which read all bytes in their range, race with no
+ * writer); pool_chunks counts those bytes, and all
  * of them lie in [pool_low, pool_high); a pooled chunk is mapped, reads
  * as zeroes and has no map entry.  A chunk leaves the pool (its byte
  * NONE) before its taker writes to it, and enters it after its last user
@@ -150,6 +152,13 @@ void *pcm_segment_pool_take(size_t chunks)
         run_taken(first, run);
     pcm_segment_pool_unlock();
     return found;
+}
+
+void pcm_segment_pool_index_add(void *base)
+{
+    pcm_segment_pool_lock();
+    pcm_segment_index_add(base);
+    pcm_segment_pool_unlock();
 }
 
 size_t pcm_segment_pool_count(void)

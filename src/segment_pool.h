@@ -36,6 +36,10 @@ void pcm_segment_pool_put(void *base, size_t chunks, bool zeroed);
 /* Take a run of `chunks` consecutive pooled chunks (the lowest), their
  * index bytes NONE; NULL if the pool has no such run. */
 void *pcm_segment_pool_take(size_t chunks);
+/* A new segment's index byte (pcm_segment_index_add), written under the
+ * pool's lock: the pool's scans read every byte of their range under it,
+ * and a new segment may lie in that range. */
+void pcm_segment_pool_index_add(void *base);
 /* Chunks in the pool now. */
 size_t pcm_segment_pool_count(void);
 /* For fork (heap.c: pcm_heaps_lock_all): hold the pool's lock across it. */

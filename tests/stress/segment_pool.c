@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define MIB ((size_t)1 << 20)
@@ -53,11 +54,13 @@ static size_t small_size(uint64_t *rng)
     return r % 4 ? 150 * 1024 + (size_t)(r >> 8) % (50 * 1024) : 16 + (size_t)(r >> 8) % 4000;
 }
 
+/* The stamps at every MiB and in the last 4 bytes (not aligned: memcpy). */
 static void stamp_large(unsigned char *p, size_t size, uint32_t stamp)
 {
     for (size_t at = 0; at + 4 <= size; at += MIB)
         *(uint32_t *)(p + at) = stamp ^ (uint32_t)(at / MIB);
-    *(uint32_t *)(p + size - 4) = ~stamp;
+    uint32_t end = ~stamp;
+    memcpy(p + size - 4, &end, 4);
 }
 
 static bool large_intact(const unsigned char *p, size_t size, uint32_t stamp)
@@ -65,7 +68,9 @@ static bool large_intact(const unsigned char *p, size_t size, uint32_t stamp)
     for (size_t at = 0; at + 4 <= size; at += MIB)
         if (*(const uint32_t *)(p + at) != (stamp ^ (uint32_t)(at / MIB)))
             return false;
-    return *(const uint32_t *)(p + size - 4) == ~stamp;
+    uint32_t end;
+    memcpy(&end, p + size - 4, 4);
+    return end == ~stamp;
 }
 
 static void work(void *arg, unsigned worker)
