@@ -21,6 +21,7 @@
 #include "remote.h"
 #include "segment_pool.h"
 #include "stats.h"
+#include "yield_lock.h"
 
 struct pcm_heap *pcm_heaps;
 unsigned pcm_heap_count;
@@ -88,20 +89,15 @@ bool pcm_heaps_init(unsigned count)
     return true;
 }
 
+/* (The bitmap and the limits are what it guards.) */
 static void prepare_lock_take(void)
 {
-    for (;;) {
-        pcm_word_t expected = 0;
-        /* acquire: the bitmap and limits as the last holder left them */
-        if (pcm_cas_acquire(&prepare_lock, &expected, 1))
-            return;
-        sched_yield();
-    }
+    pcm_yield_lock_take(&prepare_lock);
 }
 
 static void prepare_lock_give(void)
 {
-    pcm_store_release(&prepare_lock, 0);
+    pcm_yield_lock_give(&prepare_lock);
 }
 
 void pcm_heap_prepare_slow(struct pcm_heap *h)
@@ -638,11 +634,10 @@ size_t pcm_heap_decay_spans_locked(struct pcm_heap *h, bool all)
     return trim_spans_locked(h, !all);
 }
 
-unsigned pcm_heap_pool_empty_segments_locked(struct pcm_heap *h, bool idle_only)
+void pcm_heap_pool_empty_segments_locked(struct pcm_heap *h, bool idle_only)
 {
-    unsigned given = 0;
     if (!pcm_segment_pool_enabled())
-        return 0;
+        return;
     for (struct pcm_segment **link = &h->segments, *s; (s = *link) != NULL;) {
         if (!pcm_segment_is_empty(s) || (idle_only && !s->was_empty)) {
             link = &s->next;
@@ -653,9 +648,7 @@ unsigned pcm_heap_pool_empty_segments_locked(struct pcm_heap *h, bool idle_only)
         if (h->spare_hint == s)
             h->spare_hint = NULL;
         pcm_store_relaxed(&h->segment_count, h->segment_count - 1);
-        given++;
     }
-    return given;
 }
 
 static size_t give_back_locked(struct pcm_heap *h, bool span_pages)

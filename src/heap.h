@@ -374,9 +374,9 @@ struct pcm_heap *pcm_heap_lock_any(struct pcm_heap *h);
 extern int pcm_fault_duplicate_refill __attribute__((visibility("hidden")));
 
 /* Give h's empty segments to the segment pool (segment_pool.h); with
- * idle_only, only those that were empty at the last decay tick too.  The
- * number given.  Caller holds h's lock. */
-unsigned pcm_heap_pool_empty_segments_locked(struct pcm_heap *h, bool idle_only);
+ * idle_only, only those that were empty at the last decay tick too.
+ * Caller holds h's lock. */
+void pcm_heap_pool_empty_segments_locked(struct pcm_heap *h, bool idle_only);
 bool pcm_heap_trylock(struct pcm_heap *h);
 /* Wait for h's lock (yielding the CPU to its holder): only where a caller
  * must have this heap - fork, malloc_trim - never on an allocation path. */

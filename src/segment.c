@@ -181,8 +181,8 @@ bool pcm_segment_is_empty(const struct pcm_segment *s)
 static size_t committed_pages(const struct pcm_segment *s)
 {
     size_t pages = s->header_pages - bits_set(s->descriptors_gone);
-    for (size_t page = s->header_pages; page < PCM_SEGMENT_PAGES; page++)
-        pages += (s->page_touched[page / PCM_WORD_BITS] >> (page % PCM_WORD_BITS)) & 1;
+    for (size_t w = s->header_pages / PCM_WORD_BITS; w < PCM_SEGMENT_PAGES / PCM_WORD_BITS; w++)
+        pages += bits_set(s->page_touched[w] & word_mask(w, s->header_pages, PCM_SEGMENT_PAGES - 1));
     return pages;
 }
 

@@ -16,7 +16,6 @@
  */
 #include "segment_pool.h"
 
-#include <sched.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -25,6 +24,7 @@
 #include "os.h"
 #include "segment_map.h"
 #include "stats.h"
+#include "yield_lock.h"
 
 static volatile pcm_word_t pool_lock;
 /* Under pool_lock: how many chunks are pooled, and the range of chunk
@@ -45,17 +45,12 @@ bool pcm_segment_pool_enabled(void)
 
 void pcm_segment_pool_lock(void)
 {
-    pcm_word_t expected = 0;
-    /* acquire: the pool as the last holder left it */
-    while (!pcm_cas_acquire(&pool_lock, &expected, 1)) {
-        expected = 0;
-        sched_yield();
-    }
+    pcm_yield_lock_take(&pool_lock);
 }
 
 void pcm_segment_pool_unlock(void)
 {
-    pcm_store_release(&pool_lock, 0);
+    pcm_yield_lock_give(&pool_lock);
 }
 
 static enum pcm_index_kind chunk_kind(uintptr_t chunk)

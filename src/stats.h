@@ -25,8 +25,8 @@ struct pcm_stats_totals {
     pcm_word_t mapped_bytes;    /* segments + large mappings now */
     pcm_word_t peak_mapped_bytes;
     /* An upper bound of the memory touched: segment headers, every page
-     * objects were ever cut from (nothing is decommitted yet), large
-     * mappings. */
+     * objects were cut from and not given back since (decay, trim, the
+     * segment pool), large mappings. */
     pcm_word_t committed_bytes;
     pcm_word_t peak_committed_bytes;
 };
