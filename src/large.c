@@ -138,6 +138,9 @@ static struct pcm_large *grow_to(struct pcm_large *large, size_t new_bytes)
 void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
 {
     pcm_ensure_init(); /* it may be the process's first allocation */
+    /* A success leaves errno as the caller had it, though a growth in
+     * place or an mmap on the way may have failed and set it. */
+    int saved_errno = errno;
     /* A program that only makes large allocations must see its cache
      * (and free pages) decay too. */
     pcm_decay_maybe();
@@ -170,7 +173,6 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
             memset((char *)large + offset, 0, dirty < size ? dirty : size);
     }
     if (!large) {
-        int saved_errno = errno;
         large = pcm_os_map_aligned(map_bytes, over_aligned ? alignment : fresh_alignment(map_bytes));
         if (!large && errno == ENOMEM && (large = adopt_pooled(map_bytes, alignment)) != NULL) {
             errno = saved_errno; /* a success: the failed mmap's errno is not the caller's */
@@ -189,6 +191,7 @@ void *pcm_large_alloc(size_t size, size_t alignment, bool zeroed)
         }
         pcm_stats_large_created(map_bytes);
     }
+    errno = saved_errno;
     return hand_out(large, offset, size);
 }
 
@@ -279,6 +282,7 @@ void *pcm_large_realloc(struct pcm_large *large, void *p, size_t size)
         moved = grow_to(large, need);
     if (!moved)
         return move_elsewhere(large, p, size, saved_errno);
+    errno = saved_errno; /* a growth in place or at new_bytes may have failed on the way */
     moved->object = (char *)moved + offset;
     moved->requested = size;
     return moved->object;

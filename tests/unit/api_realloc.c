@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ---- realloc(NULL, n) and realloc(p, 0) ---- */
@@ -299,6 +300,67 @@ PCM_TEST(realloc_growth_by_pages_is_amortised)
     /* Byte-at-a-time growth of a large object: 20000 reallocs, few remaps. */
     moves = grow_by_steps(MIB, 1, (unsigned)pcm_test_scale(20000), &changes, &large_moves);
     PCM_CHECK(changes <= 2, "1 MiB + 20000 x 1 byte: usable size changed %u times", changes);
+}
+
+/* ---- errno: a success leaves it as it was ---- */
+
+/* Map a page at the end of p's mapping (p + its usable size, where a
+ * large object's mapping ends), so that the mapping cannot grow in place;
+ * NULL if something is there already (then it cannot either). */
+static void *block_growth_of(void *p)
+{
+    char *end = (char *)p + pcm_malloc_usable_size(p);
+    void *page = mmap(end, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED)
+        return NULL;
+    if (page != end) {
+        munmap(page, 4096);
+        return NULL;
+    }
+    return page;
+}
+
+/* The mapping cannot grow in place (the kernel says ENOMEM) and moves:
+ * a success, which must not leave that ENOMEM behind. */
+PCM_TEST(realloc_that_moves_a_large_object_keeps_errno)
+{
+    char *p = pcm_malloc(MIB);
+    PCM_REQUIRE(p != NULL, "malloc(1 MiB) returned NULL");
+    fill_range(p, 0, MIB, 3);
+    void *blocker = block_growth_of(p);
+    errno = 1234;
+    char *q = pcm_realloc(p, 4 * MIB);
+    int err = errno;
+    PCM_CHECK(q != NULL, "realloc(%p, 4 MiB) returned NULL (errno %d)", (void *)p, err);
+    PCM_CHECK(err == 1234, "realloc(%p, 4 MiB) = %p, a success, changed errno to %d", (void *)p, (void *)q, err);
+    if (q) {
+        size_t bad = first_mismatch(q, MIB, 3);
+        PCM_CHECK(bad == SIZE_MAX, "realloc to 4 MiB = %p: byte %zu changed", (void *)q, bad);
+    }
+    pcm_free(q ? q : p);
+    if (blocker)
+        munmap(blocker, 4096);
+}
+
+/* malloc takes the only cached mapping, smaller than it needs, and grows
+ * it: by a move, when it cannot grow in place. */
+PCM_TEST(malloc_that_grows_a_cached_mapping_keeps_errno)
+{
+    pcm_malloc_trim(0); /* the cache empty: the 1 MiB mapping below is all it holds */
+    char *p = pcm_malloc(MIB);
+    PCM_REQUIRE(p != NULL, "malloc(1 MiB) returned NULL");
+    void *blocker = block_growth_of(p);
+    pcm_free(p);
+    errno = 1234;
+    char *q = pcm_malloc(3 * MIB);
+    int err = errno;
+    PCM_CHECK(q != NULL, "malloc(3 MiB) returned NULL (errno %d)", err);
+    PCM_CHECK(err == 1234, "malloc(3 MiB) = %p, a success, changed errno to %d", (void *)q, err);
+    if (q)
+        memset(q, 1, 3 * MIB);
+    pcm_free(q);
+    if (blocker)
+        munmap(blocker, 4096);
 }
 
 /* ---- failures leave the old object intact ---- */
