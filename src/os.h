@@ -47,6 +47,13 @@ void *pcm_os_map_aligned(size_t bytes, size_t alignment);
  * no-op.  Only for memory no other thread may still read: see decommit. */
 void pcm_os_unmap(void *p, size_t bytes);
 
+/* Unmap [p, p + bytes) in one call, all or nothing: false (errno set)
+ * if the kernel refused, as it does when the unmap would split a mapping
+ * at vm.max_map_count.  One call, not pieces: for a range whose pages are
+ * decommitted already, which the pieces' reason (os_linux.c) does not
+ * touch.  Only for memory no other thread may still read. */
+bool pcm_os_unmap_whole(void *p, size_t bytes);
+
 /*
  * Release the physical pages behind [p, p + bytes) (page-aligned) but keep
  * the range mapped: it reads as zeros afterwards and is repopulated on the

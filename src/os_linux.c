@@ -206,6 +206,11 @@ void pcm_os_unmap(void *p, size_t bytes)
     }
 }
 
+bool pcm_os_unmap_whole(void *p, size_t bytes)
+{
+    return munmap(p, bytes) == 0;
+}
+
 bool pcm_os_decommit(void *p, size_t bytes)
 {
     for (uintptr_t at = (uintptr_t)p, end = at + bytes, to; at < end; at = to) {

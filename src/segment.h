@@ -22,9 +22,10 @@
  * them (4 do): the fragmentation benchmark kept 41.7 MB resident after
  * malloc_trim in 68 segments, 38.4 MB with them packed (glibc 39.8).
  *
- * Segments are never unmapped (only decommitted): a stale read by a
- * concurrent lock-free pop of memory in them must never fault.  An empty
- * one goes to the segment pool (segment_pool.h), still mapped.  A header
+ * On the CAS path segments are never unmapped (only decommitted): a
+ * stale read by a concurrent lock-free pop of memory in them must never
+ * fault.  An empty one goes to the segment pool (segment_pool.h), still
+ * mapped; on the rseq path, which has no such read, it is unmapped.  A header
  * page holding only descriptors is not written, or decommitted again,
  * while none of its slots is in use (descriptors_gone): zeroes are what a
  * descriptor in no use holds where free's check reads it (class_plus1,

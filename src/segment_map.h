@@ -73,7 +73,8 @@ static inline void *pcm_segment_map_find(const void *p)
  * segment is found with one load and no pointer to follow.  A byte is set
  * when its segment is created; a segment no heap uses any more goes to the
  * pool (segment_pool.h), its byte POOL, and on to a new segment or a large
- * object (its byte NONE).  A chunk that held a segment is never unmapped.
+ * object (its byte NONE); on the rseq path it is unmapped instead (its
+ * byte NONE before the unmap).
  * Its value also names the fast path (fast_path.h), settled
  * before the first segment is made: the free path's one compare of the
  * byte is then its test of the path too (kind RSEQ), with no load of the

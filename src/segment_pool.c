@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "fast_path.h"
 #include "layout.h"
 #include "os.h"
 #include "segment_map.h"
@@ -56,6 +57,25 @@ void pcm_segment_pool_unlock(void)
 static enum pcm_index_kind chunk_kind(uintptr_t chunk)
 {
     return pcm_segment_index_kind((const void *)(chunk << PCM_SEGMENT_SHIFT));
+}
+
+bool pcm_segment_pool_unmaps(void)
+{
+    return pcm_segment_pool_enabled() && pcm_fast_path_is_rseq_after_start();
+}
+
+bool pcm_segment_pool_unmap(void *base, size_t chunks)
+{
+    size_t bytes = chunks << PCM_SEGMENT_SHIFT;
+    /* Decommitted first, in the OS layer's pieces: the unmap is then one
+     * call that frees no resident page, and fails as a whole or not at
+     * all (os.h). */
+    if (!pcm_segment_pool_unmaps() || !pcm_os_decommit(base, bytes))
+        return false;
+    pcm_segment_pool_lock();
+    pcm_segment_index_set(base, chunks, PCM_INDEX_NONE);
+    pcm_segment_pool_unlock();
+    return pcm_os_unmap_whole(base, bytes);
 }
 
 void pcm_segment_pool_put(void *base, size_t chunks, bool zeroed)

@@ -1,11 +1,18 @@
 /*
  * segment_pool.h - chunks of address space (PCM_SEGMENT_SIZE, aligned) that
  * held a segment no heap uses any more, kept mapped for the next segment of
- * any heap or for a large object when the OS has no address space left.
+ * any heap or for a large object when the OS has no address space left -
+ * or, on the rseq path, given back to the OS.
  *
- * Why not unmap them: a lock-free pop that lost a race may still read a
- * stale object of the segment (segment.h), and that read must not fault.
- * A pooled chunk stays mapped, its pages decommitted (they read as zeroes);
+ * Why not unmap them: on the CAS path (percpu_cache.h) a lock-free pop
+ * that lost a race may still read a stale object of the segment
+ * (segment.h), and that read must not fault.  On the rseq path no one
+ * reads an object it does not own - a section's pop reads the top of its
+ * own CPU's cache, and the kernel restarts it if anything else could have
+ * run between - so there an empty segment's chunk goes back to the OS
+ * instead (pcm_segment_pool_unmap), and its address space serves any
+ * mapping of the program; the pool then holds only what the kernel
+ * refused to unmap.  A pooled chunk stays mapped, its pages decommitted (they read as zeroes);
  * one lent to a large object stays mapped as that object's memory, and
  * comes back here when the object is freed, never unmapped.  So a 32-bit
  * process that freed a phase of small objects can still get a big block
@@ -28,6 +35,15 @@
 
 /* Whether chunks can be pooled at all. */
 bool pcm_segment_pool_enabled(void);
+/* Whether empty segments' chunks go back to the OS (the rseq path; known
+ * once a segment exists) rather than to the pool. */
+bool pcm_segment_pool_unmaps(void);
+/* Where pcm_segment_pool_unmaps: decommit and unmap the `chunks` chunks
+ * from base, no longer anyone's and out of the segment map, their index
+ * bytes NONE; true if they are gone.  False if the pool keeps them
+ * instead: not on this path, or the kernel refused (then the caller puts
+ * them in the pool). */
+bool pcm_segment_pool_unmap(void *base, size_t chunks);
 /* Add the `chunks` chunks from base, no longer anyone's and out of the
  * segment map.  zeroed: their pages were decommitted already; otherwise
  * they are decommitted here (or, if the kernel refuses, cleared: the next

@@ -14,7 +14,7 @@
 #include "sizeclass.h"
 
 static struct {
-    volatile pcm_word_t segments, large_objects, large_bytes;
+    volatile pcm_word_t segments, unmapped_segments, large_objects, large_bytes;
     volatile pcm_word_t mapped_bytes, peak_mapped_bytes;
     volatile pcm_word_t committed_bytes, peak_committed_bytes;
 } totals;
@@ -79,6 +79,13 @@ void pcm_stats_segment_unpooled(void)
     pcm_fetch_add_acq_rel(&totals.segments, 1);
 }
 
+void pcm_stats_segment_unmapped(size_t bytes)
+{
+    pcm_fetch_sub_acq_rel(&totals.segments, 1);
+    pcm_fetch_add_acq_rel(&totals.unmapped_segments, 1);
+    pcm_fetch_sub_acq_rel(&totals.mapped_bytes, bytes);
+}
+
 void pcm_stats_large_adopted(size_t bytes)
 {
     pcm_fetch_add_acq_rel(&totals.large_objects, 1);
@@ -127,6 +134,7 @@ void pcm_stats_totals_read(struct pcm_stats_totals *out)
 {
     out->segments = pcm_load_relaxed(&totals.segments);
     out->pooled_chunks = pcm_segment_pool_count();
+    out->unmapped_segments = pcm_load_relaxed(&totals.unmapped_segments);
     out->large_objects = pcm_load_relaxed(&totals.large_objects);
     out->large_bytes = pcm_load_relaxed(&totals.large_bytes);
     out->large_cached = pcm_large_cache_count();

@@ -18,6 +18,7 @@
 struct pcm_stats_totals {
     pcm_word_t segments;        /* segments in heaps (not the pool's chunks) */
     pcm_word_t pooled_chunks;   /* chunks in the segment pool (segment_pool.h) */
+    pcm_word_t unmapped_segments; /* segments given back to the OS since start-up */
     pcm_word_t large_objects;   /* large mappings now (live or cached) */
     pcm_word_t large_bytes;     /* bytes in large mappings now */
     pcm_word_t large_cached;    /* of those, mappings kept for reuse */
@@ -41,6 +42,8 @@ void pcm_stats_segment_pooled(void);
 /* Address space the pool mapped to join a run (segment_pool.c). */
 void pcm_stats_pool_mapped(size_t bytes);
 void pcm_stats_segment_unpooled(void);
+/* A segment given back to the OS instead (segment_pool.h). */
+void pcm_stats_segment_unmapped(size_t bytes);
 /* A large object on pooled chunks / those chunks back to the pool: its
  * bytes are mapped already (counted committed while it lives). */
 void pcm_stats_large_adopted(size_t bytes);

@@ -42,9 +42,11 @@ static void write_totals(struct pcm_sink *out)
                     (unsigned long)t.mapped_bytes, (unsigned long)t.peak_mapped_bytes,
                     (unsigned long)t.committed_bytes, (unsigned long)t.peak_committed_bytes);
     pcm_sink_printf(out,
-                    "  \"segments\": %lu, \"pooled_chunks\": %lu, \"large_mappings\": %lu, \"large_bytes\": %lu, "
+                    "  \"segments\": %lu, \"pooled_chunks\": %lu, \"unmapped_segments\": %lu, \"large_mappings\": %lu, "
+                    "\"large_bytes\": %lu, "
                     "\"large_cached_mappings\": %lu, \"large_cached_bytes\": %lu, \"small_live_bytes\": %lu},\n",
-                    (unsigned long)t.segments, (unsigned long)t.pooled_chunks, (unsigned long)t.large_objects,
+                    (unsigned long)t.segments, (unsigned long)t.pooled_chunks, (unsigned long)t.unmapped_segments,
+                    (unsigned long)t.large_objects,
                     (unsigned long)t.large_bytes,
                     (unsigned long)t.large_cached, (unsigned long)t.large_cached_bytes,
                     (unsigned long)(pcm_heaps ? pcm_stats_small_live_bytes() : 0));

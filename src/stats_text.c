@@ -36,9 +36,12 @@ static void print_totals(struct pcm_sink *out)
     struct pcm_stats_totals t;
     pcm_stats_totals_read(&t);
     pcm_sink_printf(out, "pcmalloc: %-12s %14s %14s\n", "memory", "now", "peak");
-    pcm_sink_printf(out, "pcmalloc: %-12s %10lu KiB %10lu KiB   %lu segments, %lu pooled, %lu large mappings\n",
+    pcm_sink_printf(out,
+                    "pcmalloc: %-12s %10lu KiB %10lu KiB   %lu segments, %lu pooled, %lu unmapped, "
+                    "%lu large mappings\n",
                     "mapped", KIB(t.mapped_bytes), KIB(t.peak_mapped_bytes), (unsigned long)t.segments,
-                    (unsigned long)t.pooled_chunks, (unsigned long)t.large_objects);
+                    (unsigned long)t.pooled_chunks, (unsigned long)t.unmapped_segments,
+                    (unsigned long)t.large_objects);
     pcm_sink_printf(out, "pcmalloc: %-12s %10lu KiB %10lu KiB   pages written to: the most that can be resident\n",
                     "committed", KIB(t.committed_bytes), KIB(t.peak_committed_bytes));
     pcm_sink_printf(out, "pcmalloc: %-12s %10lu KiB %14s   small objects out of spans (in use or cached)\n",

@@ -80,13 +80,13 @@ compare_run() {
 # pcm_served FILE: from the statistics pcmalloc prints at exit
 # (PCMALLOC_STATS=1) into FILE, "N segments, M objects served", summed over
 # every process that wrote there; status 1 when there are none.  Segments
-# mapped (in heaps or pooled) and objects served prove that its malloc, not
+# mapped (in heaps, pooled or unmapped since) and objects served prove that its malloc, not
 # glibc's, did the work.
 pcm_served() {
     # (the table of src/stats_text.c: "mapped ... N segments, ..." and the
     # requests column of the size classes' "all" row, once per process)
     awk '$1 == "pcmalloc:" && $2 == "mapped" {
-             for (i = 3; i <= NF; i++) if ($i ~ /^(segments|pooled)/) segments += $(i - 1)
+             for (i = 3; i <= NF; i++) if ($i ~ /^(segments|pooled|unmapped)/) segments += $(i - 1)
              reports++
          }
          $1 == "pcmalloc:" && $2 == "all" { served += $3 }

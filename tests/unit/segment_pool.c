@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
 /* Small objects of a big class: a few of them fill a segment. */
@@ -39,6 +41,24 @@ static bool pooling(void)
     return pcm_segment_pool_enabled();
 }
 
+/* Whether empty segments go back to the OS instead (the rseq path). */
+static bool unmapping(void)
+{
+    return pooling() && pcm_segment_pool_unmaps();
+}
+
+/* Whether any page of [p, p + bytes) is mapped (mincore fails with ENOMEM
+ * on a range with an unmapped page in it, so test page by page). */
+static bool any_page_mapped(const void *p, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char vec;
+    for (size_t at = 0; at < bytes; at += page)
+        if (mincore((char *)p + at, page, &vec) == 0 || errno != ENOMEM)
+            return true;
+    return false;
+}
+
 /* The hardened build pools nothing (segment_pool.h): its segments stay
  * in their heaps, as before the pool. */
 PCM_TEST(the_hardened_build_pools_nothing)
@@ -53,8 +73,8 @@ PCM_TEST(the_hardened_build_pools_nothing)
 
 PCM_TEST(empty_segments_go_to_the_pool_and_serve_again)
 {
-    if (!pooling())
-        return; /* the_hardened_build_pools_nothing */
+    if (!pooling() || unmapping())
+        return; /* the_hardened_build_pools_nothing, empty_segments_go_back_to_the_os */
     enum { N = 120 }; /* 24 MiB of 200 KiB objects: several segments */
     static uint32_t *objects[N];
     for (unsigned i = 0; i < N; i++) {
@@ -103,6 +123,108 @@ PCM_TEST(empty_segments_go_to_the_pool_and_serve_again)
         if (again[i] && again[i][0] != ~i)
             PCM_CHECK(false, "object %u at %p: stamp %u", i, (void *)again[i], again[i][0]);
         pcm_free(again[i]);
+    }
+}
+
+/* The rseq path (segment_pool.h): an empty segment's chunk goes back to
+ * the OS at a trim - out of the index and the map, not one page of it
+ * mapped, the mapped bytes down by its size, the pool no bigger - and the
+ * next phase maps segments afresh. */
+PCM_TEST(empty_segments_go_back_to_the_os_on_the_rseq_path)
+{
+    if (!unmapping())
+        return; /* the CAS path and the hardened build: the tests above */
+    enum { N = 120 };
+    static uint32_t *objects[N];
+    pcm_malloc_trim(0); /* no large mapping cached from before: mapped_bytes is the segments' */
+    for (unsigned i = 0; i < N; i++) {
+        objects[i] = pcm_malloc(PHASE_SIZE);
+        PCM_REQUIRE(objects[i] != NULL, "malloc(%zu) #%u failed", PHASE_SIZE, i);
+        objects[i][0] = i;
+    }
+    struct pcm_stats_totals before, after;
+    pcm_stats_totals_read(&before);
+    size_t pooled_before = pcm_segment_pool_count();
+    for (unsigned i = 0; i < N; i++)
+        pcm_free(objects[i]);
+    pcm_malloc_trim(0);
+    pcm_stats_totals_read(&after);
+    unsigned long gone = (unsigned long)(after.unmapped_segments - before.unmapped_segments);
+    PCM_CHECK(gone >= 4, "malloc_trim: %lu segments unmapped (of %lu)", gone, (unsigned long)before.segments);
+    PCM_CHECK(after.segments + gone == before.segments, "segments: %lu before, %lu after, %lu unmapped",
+              (unsigned long)before.segments, (unsigned long)after.segments, gone);
+    PCM_CHECK(before.mapped_bytes - after.mapped_bytes == gone * PCM_SEGMENT_SIZE,
+              "mapped %lu KiB before the trim, %lu KiB after it, for %lu segments unmapped",
+              (unsigned long)before.mapped_bytes >> 10, (unsigned long)after.mapped_bytes >> 10, gone);
+    PCM_CHECK(pcm_segment_pool_count() == pooled_before, "the pool went from %zu to %zu chunks", pooled_before,
+              pcm_segment_pool_count());
+    unsigned unmapped = 0;
+    for (unsigned i = 0; i < N; i++) {
+        char *chunk = (char *)((uintptr_t)objects[i] & ~(uintptr_t)(PCM_SEGMENT_SIZE - 1));
+        if (pcm_segment_index_kind(chunk) != PCM_INDEX_NONE)
+            continue;
+        unmapped++;
+        PCM_CHECK(pcm_segment_map_find(chunk) == NULL, "object %u's chunk: the map names %p", i,
+                  pcm_segment_map_find(chunk));
+        PCM_CHECK(!any_page_mapped(chunk, PCM_SEGMENT_SIZE), "object %u's chunk %p: a page is still mapped", i,
+                  (void *)chunk);
+    }
+    PCM_CHECK(unmapped > 0, "none of the objects' chunks left the index");
+    static uint32_t *again[N];
+    for (unsigned i = 0; i < N; i++) {
+        again[i] = pcm_malloc(PHASE_SIZE);
+        PCM_CHECK(again[i] != NULL, "malloc(%zu) #%u failed after the trim", PHASE_SIZE, i);
+        if (again[i])
+            again[i][0] = ~i;
+    }
+    for (unsigned i = 0; i < N; i++) {
+        if (again[i] && again[i][0] != ~i)
+            PCM_CHECK(false, "object %u at %p: stamp %u", i, (void *)again[i], again[i][0]);
+        pcm_free(again[i]);
+    }
+}
+
+/* Where the kernel will not give a chunk back (here: its decommit, the
+ * unmap's first step, refused by fault injection), the chunk goes to the
+ * pool instead, cleared: the fallback of the rseq path. */
+PCM_TEST(a_segment_the_kernel_keeps_goes_to_the_pool)
+{
+    if (!unmapping())
+        return;
+    enum { N = 60 };
+    static uint32_t *objects[N];
+    for (unsigned i = 0; i < N; i++) {
+        objects[i] = pcm_malloc(PHASE_SIZE);
+        PCM_REQUIRE(objects[i] != NULL, "malloc(%zu) #%u failed", PHASE_SIZE, i);
+        objects[i][0] = i;
+    }
+    struct pcm_stats_totals before, after;
+    pcm_stats_totals_read(&before);
+    size_t pooled_before = pcm_segment_pool_count();
+    for (unsigned i = 0; i < N; i++)
+        pcm_free(objects[i]);
+    pcm_os_fault_arm(PCM_OS_CALL_MADVISE, 1, true);
+    pcm_malloc_trim(0);
+    pcm_os_fault_disarm();
+    pcm_stats_totals_read(&after);
+    size_t pooled = pcm_segment_pool_count() - pooled_before;
+    PCM_CHECK(after.unmapped_segments == before.unmapped_segments, "%lu segments unmapped with madvise refused",
+              (unsigned long)(after.unmapped_segments - before.unmapped_segments));
+    PCM_CHECK(pooled >= 2 && after.segments + pooled == before.segments, "segments: %lu before, %lu after, %zu pooled",
+              (unsigned long)before.segments, (unsigned long)after.segments, pooled);
+    for (unsigned i = 0; i < N; i++)
+        if (pcm_segment_index_kind(objects[i]) == PCM_INDEX_POOL)
+            PCM_CHECK(objects[i][0] == 0, "object %u's pooled chunk reads %u, not zeroes", i, objects[i][0]);
+    /* The pool serves the next segments, as on the CAS path. */
+    for (unsigned i = 0; i < N; i++) {
+        objects[i] = pcm_malloc(PHASE_SIZE);
+        PCM_REQUIRE(objects[i] != NULL, "malloc(%zu) #%u failed after the trim", PHASE_SIZE, i);
+        objects[i][0] = ~i;
+    }
+    PCM_CHECK(pcm_segment_pool_count() < pooled_before + pooled, "the pool kept all %zu chunks", pooled);
+    for (unsigned i = 0; i < N; i++) {
+        PCM_CHECK(objects[i][0] == ~i, "object %u at %p: stamp %u", i, (void *)objects[i], objects[i][0]);
+        pcm_free(objects[i]);
     }
 }
 

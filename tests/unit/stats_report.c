@@ -159,7 +159,8 @@ PCM_TEST(stats_json_is_complete_and_snprintf_like)
     PCM_CHECK(depth == 0 && min_depth == 0, "brackets unbalanced (depth %d, min %d)", depth, min_depth);
     static const char *const keys[] = {"\"version\": \"" PCMALLOC_VERSION "\"", "\"fast_path\": ", "\"totals\": ",
                                        "\"mapped_bytes\": ", "\"committed_peak_bytes\": ", "\"pooled_chunks\": ",
-                                       "\"classes\": [", "\"heaps\": [", "\"local_frees\": ", "\"remote_frees\": "};
+                                       "\"unmapped_segments\": ", "\"classes\": [", "\"heaps\": [",
+                                       "\"local_frees\": ", "\"remote_frees\": "};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         PCM_CHECK(strstr(text, keys[i]) != NULL, "no %s in the JSON", keys[i]);
     const char *row = strstr(text, "{\"size\": 5120, ");
