@@ -59,6 +59,28 @@ static bool any_page_mapped(const void *p, size_t bytes)
     return false;
 }
 
+/* n objects of PHASE_SIZE, object i stamped i ^ mask; a failed malloc is
+ * a failed check (its slot NULL). */
+static void phase(uint32_t **objects, unsigned n, uint32_t mask, const char *when)
+{
+    for (unsigned i = 0; i < n; i++) {
+        objects[i] = pcm_malloc(PHASE_SIZE);
+        PCM_CHECK(objects[i] != NULL, "malloc(%zu) #%u failed %s", PHASE_SIZE, i, when);
+        if (objects[i])
+            objects[i][0] = i ^ mask;
+    }
+}
+
+/* Check the stamps phase() wrote, and free the objects. */
+static void check_and_free(uint32_t **objects, unsigned n, uint32_t mask)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (objects[i] && objects[i][0] != (i ^ mask))
+            PCM_CHECK(false, "object %u at %p: stamp %u", i, (void *)objects[i], objects[i][0]);
+        pcm_free(objects[i]);
+    }
+}
+
 /* The hardened build pools nothing (segment_pool.h): its segments stay
  * in their heaps, as before the pool. */
 PCM_TEST(the_hardened_build_pools_nothing)
@@ -77,16 +99,10 @@ PCM_TEST(empty_segments_go_to_the_pool_and_serve_again)
         return; /* the_hardened_build_pools_nothing, empty_segments_go_back_to_the_os */
     enum { N = 120 }; /* 24 MiB of 200 KiB objects: several segments */
     static uint32_t *objects[N];
-    for (unsigned i = 0; i < N; i++) {
-        objects[i] = pcm_malloc(PHASE_SIZE);
-        PCM_CHECK(objects[i] != NULL, "malloc(%zu) #%u failed", PHASE_SIZE, i);
-        if (objects[i])
-            objects[i][0] = i;
-    }
+    phase(objects, N, 0, "");
     unsigned long before = segments_now();
     size_t pooled_before = pcm_segment_pool_count();
-    for (unsigned i = 0; i < N; i++)
-        pcm_free(objects[i]);
+    check_and_free(objects, N, 0);
     pcm_malloc_trim(0);
     size_t pooled = pcm_segment_pool_count() - pooled_before;
     PCM_CHECK(pooled >= 4, "malloc_trim: %zu segments pooled (of %lu)", pooled, before);
@@ -108,22 +124,13 @@ PCM_TEST(empty_segments_go_to_the_pool_and_serve_again)
     struct pcm_stats_totals trimmed, again_totals;
     pcm_stats_totals_read(&trimmed);
     static uint32_t *again[N];
-    for (unsigned i = 0; i < N; i++) {
-        again[i] = pcm_malloc(PHASE_SIZE);
-        PCM_CHECK(again[i] != NULL, "malloc(%zu) #%u failed after the trim", PHASE_SIZE, i);
-        if (again[i])
-            again[i][0] = ~i;
-    }
+    phase(again, N, ~0u, "after the trim");
     pcm_stats_totals_read(&again_totals);
     PCM_CHECK(again_totals.mapped_bytes <= trimmed.mapped_bytes, "mapped %lu KiB after the trim, %lu KiB after the "
               "second phase: new segments beside the pooled ones", (unsigned long)trimmed.mapped_bytes >> 10,
               (unsigned long)again_totals.mapped_bytes >> 10);
     PCM_CHECK(pcm_segment_pool_count() < pooled_before + pooled, "the pool kept all %zu chunks", pooled);
-    for (unsigned i = 0; i < N; i++) {
-        if (again[i] && again[i][0] != ~i)
-            PCM_CHECK(false, "object %u at %p: stamp %u", i, (void *)again[i], again[i][0]);
-        pcm_free(again[i]);
-    }
+    check_and_free(again, N, ~0u);
 }
 
 /* The rseq path (segment_pool.h): an empty segment's chunk goes back to
@@ -137,16 +144,11 @@ PCM_TEST(empty_segments_go_back_to_the_os_on_the_rseq_path)
     enum { N = 120 };
     static uint32_t *objects[N];
     pcm_malloc_trim(0); /* no large mapping cached from before: mapped_bytes is the segments' */
-    for (unsigned i = 0; i < N; i++) {
-        objects[i] = pcm_malloc(PHASE_SIZE);
-        PCM_REQUIRE(objects[i] != NULL, "malloc(%zu) #%u failed", PHASE_SIZE, i);
-        objects[i][0] = i;
-    }
+    phase(objects, N, 0, "");
     struct pcm_stats_totals before, after;
     pcm_stats_totals_read(&before);
     size_t pooled_before = pcm_segment_pool_count();
-    for (unsigned i = 0; i < N; i++)
-        pcm_free(objects[i]);
+    check_and_free(objects, N, 0);
     pcm_malloc_trim(0);
     pcm_stats_totals_read(&after);
     unsigned long gone = (unsigned long)(after.unmapped_segments - before.unmapped_segments);
@@ -171,17 +173,8 @@ PCM_TEST(empty_segments_go_back_to_the_os_on_the_rseq_path)
     }
     PCM_CHECK(unmapped > 0, "none of the objects' chunks left the index");
     static uint32_t *again[N];
-    for (unsigned i = 0; i < N; i++) {
-        again[i] = pcm_malloc(PHASE_SIZE);
-        PCM_CHECK(again[i] != NULL, "malloc(%zu) #%u failed after the trim", PHASE_SIZE, i);
-        if (again[i])
-            again[i][0] = ~i;
-    }
-    for (unsigned i = 0; i < N; i++) {
-        if (again[i] && again[i][0] != ~i)
-            PCM_CHECK(false, "object %u at %p: stamp %u", i, (void *)again[i], again[i][0]);
-        pcm_free(again[i]);
-    }
+    phase(again, N, ~0u, "after the trim");
+    check_and_free(again, N, ~0u);
 }
 
 /* Where the kernel will not give a chunk back (here: its decommit, the
@@ -193,16 +186,11 @@ PCM_TEST(a_segment_the_kernel_keeps_goes_to_the_pool)
         return;
     enum { N = 60 };
     static uint32_t *objects[N];
-    for (unsigned i = 0; i < N; i++) {
-        objects[i] = pcm_malloc(PHASE_SIZE);
-        PCM_REQUIRE(objects[i] != NULL, "malloc(%zu) #%u failed", PHASE_SIZE, i);
-        objects[i][0] = i;
-    }
+    phase(objects, N, 0, "");
     struct pcm_stats_totals before, after;
     pcm_stats_totals_read(&before);
     size_t pooled_before = pcm_segment_pool_count();
-    for (unsigned i = 0; i < N; i++)
-        pcm_free(objects[i]);
+    check_and_free(objects, N, 0);
     pcm_os_fault_arm(PCM_OS_CALL_MADVISE, 1, true);
     pcm_malloc_trim(0);
     pcm_os_fault_disarm();
@@ -216,16 +204,9 @@ PCM_TEST(a_segment_the_kernel_keeps_goes_to_the_pool)
         if (pcm_segment_index_kind(objects[i]) == PCM_INDEX_POOL)
             PCM_CHECK(objects[i][0] == 0, "object %u's pooled chunk reads %u, not zeroes", i, objects[i][0]);
     /* The pool serves the next segments, as on the CAS path. */
-    for (unsigned i = 0; i < N; i++) {
-        objects[i] = pcm_malloc(PHASE_SIZE);
-        PCM_REQUIRE(objects[i] != NULL, "malloc(%zu) #%u failed after the trim", PHASE_SIZE, i);
-        objects[i][0] = ~i;
-    }
+    phase(objects, N, ~0u, "after the trim");
     PCM_CHECK(pcm_segment_pool_count() < pooled_before + pooled, "the pool kept all %zu chunks", pooled);
-    for (unsigned i = 0; i < N; i++) {
-        PCM_CHECK(objects[i][0] == ~i, "object %u at %p: stamp %u", i, (void *)objects[i], objects[i][0]);
-        pcm_free(objects[i]);
-    }
+    check_and_free(objects, N, ~0u);
 }
 
 /* In a child (the address space limit is its own): small objects until
