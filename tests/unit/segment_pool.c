@@ -11,6 +11,7 @@
 #include "pcmalloc.h"
 
 #include "layout.h"
+#include "fast_path.h"
 #include "os.h"
 #include "segment_map.h"
 #include "segment_pool.h"
@@ -41,10 +42,12 @@ static bool pooling(void)
     return pcm_segment_pool_enabled();
 }
 
-/* Whether empty segments go back to the OS instead (the rseq path). */
+/* Whether empty segments must go back to the OS instead: on the rseq
+ * path (asked of the path, not of pcm_segment_pool_unmaps, so that these
+ * tests cannot skip themselves where the policy is wrong). */
 static bool unmapping(void)
 {
-    return pooling() && pcm_segment_pool_unmaps();
+    return pooling() && pcm_fast_path_is_rseq();
 }
 
 /* Whether any page of [p, p + bytes) is mapped (mincore fails with ENOMEM
@@ -210,11 +213,11 @@ PCM_TEST(a_segment_the_kernel_keeps_goes_to_the_pool)
 }
 
 /* In a child (the address space limit is its own): small objects until
- * malloc says no, all freed and trimmed, then one block of 40% of what
- * they took, written and read, then small objects again. */
+ * malloc says no, all freed and trimmed, then (arg non-NULL) a plain
+ * mmap of 40% of what they took, then one block of that size, written and
+ * read, then small objects again. */
 static int big_block_after_small_phase(void *arg)
 {
-    (void)arg;
     /* 64-bit: 1 GiB above what the process has; 32-bit: what the machine
      * gives. */
     if (sizeof(void *) == 8 && !pcm_test_limit_address_space((size_t)1 << 30))
@@ -239,6 +242,14 @@ static int big_block_after_small_phase(void *arg)
     }
     pcm_malloc_trim(0);
     size_t big = (size_t)made * PHASE_SIZE / 10 * 4;
+    if (arg) { /* the address space is the program's again, not only malloc's */
+        unsigned char *mapping = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mapping == MAP_FAILED)
+            return 13;
+        mapping[0] = 1;
+        mapping[big - 1] = 2;
+        munmap(mapping, big);
+    }
     errno = 0;
     unsigned char *block = pcm_malloc(big);
     if (!block)
@@ -280,25 +291,41 @@ static int big_block_after_small_phase(void *arg)
     return 0;
 }
 
-PCM_TEST(a_big_block_fits_where_a_phase_of_small_objects_was)
+/* Run big_block_after_small_phase (with the plain mmap first, or not) and
+ * say why it failed. */
+static void phase_child(bool plain_mmap)
 {
-    if (!pooling())
-        return;
     static const char *const why[] = {
         "", "", "", "the address space did not run out (or at once)",
         "a small object lost its stamps", "malloc of 40% of the phase's bytes failed after the trim",
         "the big block lost its contents", "realloc lost the big block's contents",
         "a small object failed after the big block", "a small object lost its stamp", "",
         "malloc succeeded on pooled chunks but set errno", "realloc succeeded by copying but set errno",
+        "a plain mmap of 40% of the phase's bytes failed after the trim",
     };
-    struct pcm_test_child child = pcm_test_run_child(big_block_after_small_phase, NULL, 120);
+    static int yes;
+    struct pcm_test_child child = pcm_test_run_child(big_block_after_small_phase, plain_mmap ? &yes : NULL, 120);
     if (child.ran && !child.signaled && child.exit_status == 10) {
         pcm_test_printf("    not here: RLIMIT_AS does not bind (qemu-user)\n");
         return;
     }
     PCM_CHECK(child.ran && !child.signaled && child.exit_status == 0, "child: %s (signal %d, status %d) %s",
-              child.exit_status > 1 && child.exit_status < 13 ? why[child.exit_status] : "?", child.signal,
+              child.exit_status > 1 && child.exit_status < 14 ? why[child.exit_status] : "?", child.signal,
               child.exit_status, child.text);
+}
+
+PCM_TEST(a_big_block_fits_where_a_phase_of_small_objects_was)
+{
+    if (pooling())
+        phase_child(false);
+}
+
+/* On the rseq path the phase's segments are unmapped: a mapping of the
+ * program's own fits there too (on the CAS path the pool keeps them). */
+PCM_TEST(a_plain_mmap_fits_where_a_phase_of_small_objects_was)
+{
+    if (unmapping())
+        phase_child(true);
 }
 
 /* A run of pooled chunks too short for a large object is joined by free
