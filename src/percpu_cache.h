@@ -20,11 +20,12 @@
  * between, next may be stale - but the tag has moved on, so the CAS fails
  * and no stale next is ever installed.  The read itself can land in an
  * object already handed out: a process on this path never unmaps a
- * segment (segment_pool.h), so it cannot fault, and the value is discarded with the failed CAS.  The same holds
- * for the depth read from top by a push.  The hardened build checks the
- * next it decoded before the CAS, and calls a link that fails the check
- * corrupt only after a CAS that changes nothing proved (top, tag) still
- * in place, so that stale read is never reported either.
+ * segment (segment_pool.h), so it cannot fault, and the value is
+ * discarded with the failed CAS.  The same holds for the depth read from
+ * top by a push.  The hardened build checks the next it decoded before
+ * the CAS, and calls a link that fails the check corrupt only after a CAS
+ * that changes nothing proved (top, tag) still in place, so that stale
+ * read is never reported either.
  *
  * Cost: one cas2 for each pop and push (lock cmpxchg16b on x86_64).
  */

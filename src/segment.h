@@ -25,12 +25,12 @@
  * On the CAS path segments are never unmapped (only decommitted): a
  * stale read by a concurrent lock-free pop of memory in them must never
  * fault.  An empty one goes to the segment pool (segment_pool.h), still
- * mapped; on the rseq path, which has no such read, it is unmapped.  A header
- * page holding only descriptors is not written, or decommitted again,
- * while none of its slots is in use (descriptors_gone): zeroes are what a
- * descriptor in no use holds where free's check reads it (class_plus1,
- * carved); a free page's span_first is 0, slot 0, which is never a span's
- * and lies on header page 0, never decommitted.
+ * mapped; on the rseq path, which has no such read, it is unmapped.  A
+ * header page holding only descriptors is not written, or decommitted
+ * again, while none of its slots is in use (descriptors_gone): zeroes are
+ * what a descriptor in no use holds where free's check reads it
+ * (class_plus1, carved); a free page's span_first is 0, slot 0, which is
+ * never a span's and lies on header page 0, never decommitted.
  *
  * Who writes what:
  *   - everything in a segment header and a span descriptor is written only

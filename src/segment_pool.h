@@ -12,9 +12,10 @@
  * run between - so there an empty segment's chunk goes back to the OS
  * instead (pcm_segment_pool_unmap), and its address space serves any
  * mapping of the program; the pool then holds only what the kernel
- * refused to unmap.  A pooled chunk stays mapped, its pages decommitted (they read as zeroes);
- * one lent to a large object stays mapped as that object's memory, and
- * comes back here when the object is freed, never unmapped.  So a 32-bit
+ * refused to unmap.  A pooled chunk stays mapped, its pages decommitted
+ * (they read as zeroes); one lent to a large object stays mapped as that
+ * object's memory, and comes back here when the object is freed, never
+ * unmapped.  So a 32-bit
  * process that freed a phase of small objects can still get a big block
  * (README, Limitations, before), and an idle CPU's empty segments serve
  * the CPU that grows.
