@@ -193,14 +193,12 @@ void pcm_segment_pool_release(struct pcm_segment *s)
     size_t committed = committed_pages(s);
     pcm_segment_map_clear(s, PCM_SEGMENT_SIZE);
     pcm_stats_decommitted(committed << PCM_PAGE_SHIFT);
-    if (pcm_segment_pool_unmap(s, 1)) {
-        pcm_stats_segment_unmapped(PCM_SEGMENT_SIZE);
-        return;
-    }
-    pcm_stats_segment_pooled();
     /* (A decommit the kernel refuses part way would leave half a header:
      * the pool clears what it could not drop.) */
-    pcm_segment_pool_put(s, 1, false);
+    if (pcm_segment_pool_give_back(s, 1))
+        pcm_stats_segment_unmapped(PCM_SEGMENT_SIZE);
+    else
+        pcm_stats_segment_pooled();
 }
 
 static bool page_is_touched(const struct pcm_segment *s, size_t page)

@@ -64,18 +64,22 @@ bool pcm_segment_pool_unmaps(void)
     return pcm_segment_pool_enabled() && pcm_fast_path_is_rseq_after_start();
 }
 
-bool pcm_segment_pool_unmap(void *base, size_t chunks)
+bool pcm_segment_pool_give_back(void *base, size_t chunks)
 {
     size_t bytes = chunks << PCM_SEGMENT_SHIFT;
     /* Decommitted first, in the OS layer's pieces: the unmap is then one
      * call that frees no resident page, and fails as a whole or not at
-     * all (os.h). */
-    if (!pcm_segment_pool_unmaps() || !pcm_os_decommit(base, bytes))
-        return false;
-    pcm_segment_pool_lock();
-    pcm_segment_index_set(base, chunks, PCM_INDEX_NONE);
-    pcm_segment_pool_unlock();
-    return pcm_os_unmap_whole(base, bytes);
+     * all (os.h).  Refused, the chunks are pooled already zeroed. */
+    bool zeroed = pcm_os_decommit(base, bytes);
+    if (zeroed && pcm_segment_pool_unmaps()) {
+        pcm_segment_pool_lock();
+        pcm_segment_index_set(base, chunks, PCM_INDEX_NONE);
+        pcm_segment_pool_unlock();
+        if (pcm_os_unmap_whole(base, bytes))
+            return true;
+    }
+    pcm_segment_pool_put(base, chunks, zeroed);
+    return false;
 }
 
 void pcm_segment_pool_put(void *base, size_t chunks, bool zeroed)

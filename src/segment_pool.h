@@ -10,7 +10,7 @@
  * reads an object it does not own - a section's pop reads the top of its
  * own CPU's cache, and the kernel restarts it if anything else could have
  * run between - so there an empty segment's chunk goes back to the OS
- * instead (pcm_segment_pool_unmap), and its address space serves any
+ * instead (pcm_segment_pool_give_back), and its address space serves any
  * mapping of the program; the pool then holds only what the kernel
  * refused to unmap.  A pooled chunk stays mapped, its pages decommitted
  * (they read as zeroes); one lent to a large object stays mapped as that
@@ -39,12 +39,11 @@ bool pcm_segment_pool_enabled(void);
 /* Whether empty segments' chunks go back to the OS (the rseq path; known
  * once a segment exists) rather than to the pool. */
 bool pcm_segment_pool_unmaps(void);
-/* Where pcm_segment_pool_unmaps: decommit and unmap the `chunks` chunks
- * from base, no longer anyone's and out of the segment map, their index
- * bytes NONE; true if they are gone.  False if the pool keeps them
- * instead: not on this path, or the kernel refused (then the caller puts
- * them in the pool). */
-bool pcm_segment_pool_unmap(void *base, size_t chunks);
+/* The `chunks` chunks from base, no longer anyone's and out of the
+ * segment map, back to the OS where pcm_segment_pool_unmaps (true: gone,
+ * their index bytes NONE), else into the pool (false: not on this path,
+ * or the kernel refused). */
+bool pcm_segment_pool_give_back(void *base, size_t chunks);
 /* Add the `chunks` chunks from base, no longer anyone's and out of the
  * segment map.  zeroed: their pages were decommitted already; otherwise
  * they are decommitted here (or, if the kernel refuses, cleared: the next
