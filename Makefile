@@ -259,12 +259,15 @@ rseq-simulation-lib:
 # tests first; one variant (this build on its CAS fast path) keeps
 # BENCH_VARIANTS, which make bench-compare relies on, from rotting too, and
 # another runs every benchmark on the hardened library (mk/hardened.mk).
+# Threaded benchmarks at 1, 2 and 16 threads and 4 pinned to one CPU (4
+# and 8 threads run no code these do not, and took 35 s of its 2.1
+# minutes).
 bench-quick: lib rseq-simulation-lib
 	scripts/bench_deps.sh
 	python3 bench/test_variants.py
 	python3 bench/test_overlap.py
 	python3 bench/test_plot.py
-	BENCH_QUICK=1 BENCH_STRICT=1 \
+	BENCH_QUICK=1 BENCH_STRICT=1 BENCH_THREADS="1 2 16" \
 	    BENCH_VARIANTS=pcmalloc-cas=$(BUILD)/libpcmalloc.so:PCMALLOC_RSEQ=0,pcmalloc-hardened=$(BUILD)/libpcmalloc-hardened.so \
 	    BENCH_PCMALLOC_CALLGRIND=$(RSEQ_SIMULATION_LIB) python3 bench/run.py $(BUILD)/libpcmalloc.so build/bench-quick
 
