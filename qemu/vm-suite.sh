@@ -7,9 +7,10 @@
 #
 # Once per fast path in PCM_VM_FAST_PATHS (comma-separated, "cas" when
 # unset; qemu/run-vm.sh gives "rseq" where the arch module has restartable
-# sequences, or what its caller set): "rseq" runs as the allocator chooses on this kernel, "cas"
-# with PCMALLOC_RSEQ=0, and each with PCM_TEST_EXPECT_FAST_PATH naming the
-# path the allocator must have chosen (tests/unit/fast_path.c checks it).
+# sequences, or what its caller set): "rseq" runs as the allocator chooses
+# on this kernel, "cas" with PCMALLOC_RSEQ=0, and each with
+# PCM_TEST_EXPECT_FAST_PATH naming the path the allocator must have chosen
+# (tests/unit/fast_path.c checks it).
 # Except `arch`, which runs on the first path only: it checks the arch
 # module's primitives, which no fast path changes, and its ping-pong
 # tests are the slowest thing in a VM on a busy host (each round needs
