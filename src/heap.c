@@ -34,14 +34,21 @@ int pcm_fault_duplicate_refill;
 static volatile pcm_word_t prepare_lock;
 
 /* A cache holds up to 64 KiB of one class (at most 1024 objects), but at
- * least 4 objects up to 64 KiB, or one object of a class above: a CPU's
- * caches hold at most 9.2 MiB (tests/unit/cache_limit.c).  The floor of 4
- * lets a program take and give back a few buffers of 16..64 KiB at a time
- * without a refill and a flush each time (threadtest's loop with batches
- * of 3 objects of 40,000 bytes: 34 M objects/s without it, 136 M with it,
- * tcmalloc 151 M); above 64 KiB it let those 18 classes alone hold 9 MiB
- * more, and a refill of a class above 64 KiB may empty the others' caches
- * (heap.h: pcm_heap_big_idle_over).  A cache starts at 8 KiB's worth
+ * least 4 objects up to 64 KiB, or one object of a class above; a big
+ * class up to 64 KiB (one object to a span, sizeclass.c) holds up to
+ * PCM_BIG_IDLE_BYTES of them: a CPU's caches hold at most 10.8 MiB
+ * (tests/unit/cache_limit.c).  The floor of 4 lets a program take and give
+ * back a few buffers of 16..64 KiB at a time without a refill and a flush
+ * each time (threadtest's loop with batches of 3 objects of 40,000 bytes:
+ * 34 M objects/s without it, 136 M with it, tcmalloc 151 M); above 64 KiB
+ * it let those 18 classes alone hold 9 MiB more, and a refill of a class
+ * above 64 KiB may empty the others' caches (heap.h:
+ * pcm_heap_big_idle_over).  With one object to a span, each object beyond
+ * the cache's room costs a span cut and released: batches of 8 objects of
+ * 20,000 bytes ran at 19 M objects/s with the floor of 4 alone, 330 M with
+ * room for 12 (the span of 8 objects before: 99 M; tcmalloc 180-410 M);
+ * batches of 16 of 40,000 bytes, which pass the budget, at 13 M (before:
+ * 41 M; mimalloc 45 M, jemalloc 4 M).  A cache starts at 8 KiB's worth
  * (heap.h: pcm_heap_flushed_locked); a refill or a flush moves half its
  * limit, at most 64 objects, at least one. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
@@ -78,7 +85,11 @@ bool pcm_heaps_init(unsigned count)
     pcm_os_no_huge_pages(map, bytes);
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         uint32_t size = (uint32_t)pcm_class_size(c), most = clamp_limit(CACHE_BYTES / size);
-        pcm_bin_shapes[c].limit = size <= CACHE_FLOOR_UP_TO && most < CACHE_FLOOR ? CACHE_FLOOR : most;
+        if (size <= CACHE_FLOOR_UP_TO && most < CACHE_FLOOR)
+            most = CACHE_FLOOR;
+        if (c >= PCM_CLASS_BIG_FIRST && size <= CACHE_FLOOR_UP_TO && PCM_BIG_IDLE_BYTES / size > most)
+            most = PCM_BIG_IDLE_BYTES / size;
+        pcm_bin_shapes[c].limit = most;
         pcm_bin_shapes[c].start = clamp_limit(CACHE_START_BYTES / size);
         uint32_t outgoing = PCM_OUTGOING_BYTES / size;
         pcm_bin_shapes[c].outgoing = outgoing < 1 ? 1 : outgoing > PCM_OUTGOING_LIMIT ? PCM_OUTGOING_LIMIT : outgoing;

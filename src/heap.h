@@ -283,7 +283,9 @@ uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls);
 
 /* Whether a refill of big class cls (sizeclass.h: one object to a span)
  * would leave more than PCM_BIG_IDLE_BYTES (the biggest class) of big
- * objects in h's caches, one at most a class: then the refill sends the
+ * objects in h's caches, counting one object for each cache that holds
+ * any (one load a class; a class up to 64 KiB may hold up to
+ * PCM_BIG_IDLE_BYTES of its own, heap.c): then the refill sends the
  * others home first, their spans back to the segment, and the span it cuts
  * goes over their pages (sizeclass.c).  Before that, a refill takes a
  * cached object of a class up to twice as big, if there is one, in place

@@ -10,32 +10,43 @@
  * and from 1 KiB 9: one just above the power of two).
  *
  * Span of a class of `size` bytes (4 KiB pages):
- *   objects = 8 up to 64 KiB, 1 above (the big classes)
- *   pages   = ceil(max(16 KiB, objects * size) / 4 KiB), then one more page
- *             at a time while the tail (pages * 4 KiB mod size) exceeds
- *             1/16 of the span.
+ *   objects = 8 up to 16 KiB, 1 above (the big classes)
+ *   pages   = 8 objects: ceil(max(16 KiB, 8 * size) / 4 KiB), then one
+ *             more page at a time while the tail (pages * 4 KiB mod size)
+ *             exceeds 1/16 of the span;
+ *             1 object: ceil(size / 4 KiB), a tail under a page.
  * Why:
  *   - 8 objects: one span refill serves several allocations, and a
  *     tail is always smaller than one object, so it is below 1/8 of the
  *     span before the tail rule even applies;
  *   - >= 16 KiB: tiny classes get hundreds of objects (1024 of 16 B) per
  *     refill, and the span metadata is amortised over them;
- *   - one object above 64 KiB: such a span goes back to its segment as
+ *   - one object above 16 KiB: such a span goes back to its segment as
  *     soon as its object does (heap.c: span_returned_locked), and a refill
- *     of a big class that would leave more than 256 KiB of big objects
- *     cached sends the others home first (heap.h: pcm_heap_big_idle_over).
- *     So the pages of a freed big object serve the next span of any class.
- *     With 8-object spans (4 to 7 above 128 KiB) and an object cached in
- *     each class, a program of assorted buffers kept an idle one of each of
- *     the 18 classes on every CPU (mixed sizes, medians of 9: peak RSS 41.9
- *     MB at one thread, 39.7 now; 67.7 and 64.8 MB at two).  These classes
- *     are multiples of 4 KiB, so their spans have no tail;
+ *     of a big class that would leave more than PCM_BIG_IDLE_BYTES of big
+ *     objects cached sends the others home first (heap.h:
+ *     pcm_heap_big_idle_over).  So the pages of a freed big object serve
+ *     the next span of any class.  With 8 objects to a span, the pages of
+ *     every object a class ever had out at once stay with that class: a
+ *     program of assorted buffers holds the sum of each class's own peak,
+ *     not the peak of their sum.  Mixed sizes at one thread (medians of 5,
+ *     peak RSS): 8-object spans up to 64 KiB, 39.6 MB; up to 32 KiB, 38.2;
+ *     up to 16 KiB, 37.0 (glibc 30.2, mimalloc 36.9); its objects up to
+ *     64 KiB alone: 8.0, 7.0 and 5.7 MB (glibc 3.8, mimalloc 6.8).  Above
+ *     64 KiB, 8-object spans (4 to 7 above 128 KiB) had kept an idle
+ *     object of each of the 18 classes on every CPU (41.9 MB).  The cost
+ *     is a span cut and released for each object beyond what the cache
+ *     holds (heap.c gives the caches of big classes up to 64 KiB room for
+ *     PCM_BIG_IDLE_BYTES);
  *   - tail <= 1/16 (6.25%), half the 12.5% rounding bound: for requests
  *     above 128 bytes at least 15/16 * 8/9 = 83% of a span's bytes then
  *     hold requested bytes, and the rule costs little: it grows only four
  *     spans (of 1664, 2304, 2816 and 3328-byte objects) by one or two pages.
- * The largest span is 128 pages (512 KiB: 8 objects of 64 KiB); every span
- * is a whole number of 4 KiB pages, at least 4.
+ *     A big class's object takes whole pages: those of 17408, 18432,
+ *     22528, 26624 and 34816 bytes leave 2 or 3 KiB of their last page
+ *     unused (at most 15%, of 17408); the rest are multiples of 4 KiB.
+ * The largest span is 64 pages (256 KiB: one object of the last class);
+ * every span is a whole number of 4 KiB pages, at least 4.
  * The entries below are the output of a throw-away script applying these
  * rules; tests/unit/sizeclass.c applies them again and compares.
  */
@@ -67,12 +78,13 @@ const struct pcm_size_class pcm_size_classes[PCM_CLASS_COUNT] = {
     /* (8192, 16384]: 8704 (a power of two and a little), then steps of 1024 */
     {8704, 17, 8}, {9216, 18, 8}, {10240, 20, 8}, {11264, 22, 8}, {12288, 24, 8}, {13312, 26, 8},
     {14336, 28, 8}, {15360, 30, 8}, {16384, 32, 8},
-    /* (16384, 32768]: 17408 (a power of two and a little), then steps of 2048 */
-    {17408, 34, 8}, {18432, 36, 8}, {20480, 40, 8}, {22528, 44, 8}, {24576, 48, 8}, {26624, 52, 8},
-    {28672, 56, 8}, {30720, 60, 8}, {32768, 64, 8},
+    /* (16384, 32768]: 17408 (a power of two and a little), then steps of 2048; one object a
+     * span from here on */
+    {17408, 5, 1}, {18432, 5, 1}, {20480, 5, 1}, {22528, 6, 1}, {24576, 6, 1}, {26624, 7, 1},
+    {28672, 7, 1}, {30720, 8, 1}, {32768, 8, 1},
     /* (32768, 65536]: 34816 (a power of two and a little), then steps of 4096 */
-    {34816, 68, 8}, {36864, 72, 8}, {40960, 80, 8}, {45056, 88, 8}, {49152, 96, 8}, {53248, 104, 8},
-    {57344, 112, 8}, {61440, 120, 8}, {65536, 128, 8},
+    {34816, 9, 1}, {36864, 9, 1}, {40960, 10, 1}, {45056, 11, 1}, {49152, 12, 1}, {53248, 13, 1},
+    {57344, 14, 1}, {61440, 15, 1}, {65536, 16, 1},
     /* (65536, 131072]: 69632 (a power of two and a little), then steps of 8192 */
     {69632, 17, 1}, {73728, 18, 1}, {81920, 20, 1}, {90112, 22, 1}, {98304, 24, 1},
     {106496, 26, 1}, {114688, 28, 1}, {122880, 30, 1}, {131072, 32, 1},

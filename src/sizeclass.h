@@ -49,11 +49,12 @@
  * from PCM_CLASS_BIG_FIRST on; sizeclass.c says why), so it is never above
  * the cap... */
 #define PCM_SPAN_MIN_OBJECTS 8u
-#define PCM_SPAN_SINGLE_ABOVE (64u * 1024)
-#define PCM_CLASS_BIG_FIRST 86u
+#define PCM_SPAN_SINGLE_ABOVE (16u * 1024)
+#define PCM_CLASS_BIG_FIRST 68u
 #define PCM_SPAN_CAP_BYTES (1024u * 1024)
-/* ...and its unused tail (span bytes mod object size) is at most
- * span bytes / PCM_SPAN_TAIL_DIVISOR (6.25%). */
+/* ...and the unused tail of a span of several objects (span bytes mod
+ * object size) is at most span bytes / PCM_SPAN_TAIL_DIVISOR (6.25%); a
+ * big class's span is its object rounded up to whole pages. */
 #define PCM_SPAN_TAIL_DIVISOR 16u
 
 struct pcm_size_class {
