@@ -214,6 +214,8 @@ static void mark_used(struct pcm_segment *s, size_t first, size_t count)
 {
     for (size_t page = first; page < first + count; page++)
         s->page_used[page / PCM_WORD_BITS] |= (pcm_word_t)1 << (page % PCM_WORD_BITS);
+    if (s->high < first + count)
+        s->high = (uint32_t)(first + count);
 }
 
 bool pcm_hardened_segment_created(struct pcm_segment *s)

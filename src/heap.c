@@ -47,8 +47,8 @@ static volatile pcm_word_t prepare_lock;
  * the cache's room costs a span cut and released: batches of 8 objects of
  * 20,000 bytes ran at 19 M objects/s with the floor of 4 alone, 330 M with
  * room for 12 (the span of 8 objects before: 99 M; tcmalloc 180-410 M);
- * batches of 16 of 40,000 bytes, which pass the budget, at 13 M (before:
- * 41 M; mimalloc 45 M, jemalloc 4 M).  A cache starts at 8 KiB's worth
+ * batches of 16 of 40,000 bytes, which pass the budget, at 14 M (before:
+ * 41 M; mimalloc 41 M, jemalloc 4 M).  A cache starts at 8 KiB's worth
  * (heap.h: pcm_heap_flushed_locked); a refill or a flush moves half its
  * limit, at most 64 objects, at least one. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
@@ -346,23 +346,29 @@ static struct pcm_span *span_create_locked(struct pcm_heap *h, unsigned cls)
     /* h commits pages it does not have: CPUs gone idle give theirs back */
     if (!best.segment || best.fresh)
         pcm_decay_reclaim(h);
+    struct pcm_span *span;
     if (best.segment) {
-        h->stats.spans_created++;
-        return pcm_segment_span_cut(best.segment, best.first, cls, pages);
+        span = pcm_segment_span_cut(best.segment, best.first, cls, pages);
+    } else {
+        struct pcm_segment *s = pcm_segment_create(pcm_heap_index(h));
+        if (!s)
+            return NULL;
+        s->next = h->segments;
+        h->segments = s;
+        pcm_store_relaxed(&h->segment_count, h->segment_count + 1);
+        span = pcm_segment_span_create(s, cls, pages); /* (a new segment has room) */
     }
-    struct pcm_segment *s = pcm_segment_create(pcm_heap_index(h));
-    if (!s)
-        return NULL;
-    s->next = h->segments;
-    h->segments = s;
-    pcm_store_relaxed(&h->segment_count, h->segment_count + 1);
-    h->stats.spans_created++;
-    return pcm_segment_span_create(s, cls, pages);
+    struct pcm_heap_stats *stats = &h->stats;
+    stats->spans_created++;
+    if (++stats->spans[cls] > stats->peak_spans[cls])
+        stats->peak_spans[cls] = stats->spans[cls];
+    return span;
 }
 
 /* A span of h went back to segment s: its pages are spare. */
 static void span_released_locked(struct pcm_heap *h, struct pcm_segment *s, struct pcm_span *span)
 {
+    h->stats.spans[span->class_plus1 - 1u]--;
     pcm_segment_span_release(s, span);
     h->spare_hint = s;
     h->stats.spans_released++;

@@ -119,6 +119,12 @@ struct pcm_heap_stats {
     pcm_word_t returned[PCM_CLASS_COUNT]; /* objects moved back to spans */
     pcm_word_t remote_drained;
     pcm_word_t refills, flushes, spans_created, spans_released;
+    /* Spans of each class now, and this heap's most of them.  Here, not in
+     * a global counter: span cuts and releases come at the rate objects
+     * of a big class do, and a shared atomic cost each a locked
+     * instruction on a line all CPUs write.  (32 bits: a heap's spans of
+     * one class fill at most 16 TiB.) */
+    uint32_t spans[PCM_CLASS_COUNT], peak_spans[PCM_CLASS_COUNT];
     pcm_word_t drains; /* the caches emptied by decay from another CPU */
     pcm_word_t reclaims; /* free memory given back while another CPU grew (decay.c) */
 };
@@ -154,7 +160,7 @@ struct pcm_heap {
 } __attribute__((aligned(PCM_PAGE_SIZE)));
 /* Page-aligned and a whole number of pages, so that a heap never shares a
  * page with another: making one heap ready commits none of its
- * neighbours' pages (8 KiB a heap on 64-bit builds, 4 KiB on 32-bit). */
+ * neighbours' pages (8 KiB a heap on 64-bit and 32-bit builds). */
 _Static_assert(sizeof(struct pcm_heap) % PCM_PAGE_SIZE == 0, "a heap is whole pages");
 
 /* The most heaps: a span keeps its owner's index in 16 bits, and the

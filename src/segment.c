@@ -18,11 +18,21 @@
 #define HEADER_PAGES ((sizeof(struct pcm_segment) + PCM_PAGE_SIZE - 1) >> PCM_PAGE_SHIFT)
 
 /* The bits of pages [first, last] that lie in word w of a page bitmap. */
-static pcm_word_t word_mask(size_t w, size_t first, size_t last)
+static inline pcm_word_t word_mask(size_t w, size_t first, size_t last)
 {
-    size_t lo = w == first / PCM_WORD_BITS ? first % PCM_WORD_BITS : 0;
-    size_t hi = w == last / PCM_WORD_BITS ? last % PCM_WORD_BITS + 1 : PCM_WORD_BITS;
-    return hi - lo == PCM_WORD_BITS ? ~(pcm_word_t)0 : (((pcm_word_t)1 << (hi - lo)) - 1) << lo;
+    pcm_word_t mask = ~(pcm_word_t)0;
+    if (w == first / PCM_WORD_BITS)
+        mask <<= first % PCM_WORD_BITS;
+    if (w == last / PCM_WORD_BITS)
+        mask &= ~(pcm_word_t)0 >> (PCM_WORD_BITS - 1 - last % PCM_WORD_BITS);
+    return mask;
+}
+
+/* How many of pages [first, last] lie in word w: the bits of its mask. */
+static inline size_t word_pages(size_t w, size_t first, size_t last)
+{
+    size_t lo = w * PCM_WORD_BITS, hi = lo + PCM_WORD_BITS - 1;
+    return (last < hi ? last : hi) - (first > lo ? first : lo) + 1;
 }
 
 /* Set bits of a bitmap word.  Not __builtin_popcountl where the CPU has no
@@ -31,6 +41,7 @@ static pcm_word_t word_mask(size_t w, size_t first, size_t last)
  * object's span cut and release (callgrind). */
 static size_t bits_set(pcm_word_t w)
 {
+    _Static_assert(sizeof(pcm_word_t) == sizeof(unsigned long), "a bitmap word is an unsigned long");
 #if defined(__POPCNT__) || defined(__aarch64__)
     return (size_t)__builtin_popcountl((unsigned long)w);
 #else
@@ -43,16 +54,39 @@ static size_t bits_set(pcm_word_t w)
 #endif
 }
 
+/* Touched pages of [first, last] in word w.  Pages a span gave back are
+ * all touched, fresh ones none: those two take no count of bits. */
+static inline size_t word_touched(const struct pcm_segment *s, size_t w, size_t first, size_t last)
+{
+    pcm_word_t mask = word_mask(w, first, last), touched = s->page_touched[w] & mask;
+    return touched == mask ? word_pages(w, first, last) : touched ? bits_set(touched) : 0;
+}
+
+/* Touched pages in [from, to). */
+static size_t touched_pages(const struct pcm_segment *s, size_t from, size_t to)
+{
+    size_t count = 0;
+    for (size_t w = from / PCM_WORD_BITS; from < to && w <= (to - 1) / PCM_WORD_BITS; w++)
+        count += word_touched(s, w, from, to - 1);
+    return count;
+}
+
+/* Pages [first, first + count) go into a span (used) or out of one: the
+ * touched ones among them stop or start being spare. */
 static void mark_pages(struct pcm_segment *s, size_t first, size_t count, bool used)
 {
-    size_t last = first + count - 1;
+    size_t last = first + count - 1, touched = 0;
     for (size_t w = first / PCM_WORD_BITS; w <= last / PCM_WORD_BITS; w++) {
         pcm_word_t mask = word_mask(w, first, last);
+        touched += word_touched(s, w, first, last);
         if (used)
             s->page_used[w] |= mask;
         else
             s->page_used[w] &= ~mask;
     }
+    s->spare_pages = used ? s->spare_pages - (uint32_t)touched : s->spare_pages + (uint32_t)touched;
+    if (used && s->high <= last)
+        s->high = (uint32_t)(last + 1);
 }
 
 /* ---- header pages of descriptors ---- */
@@ -208,11 +242,7 @@ static bool page_is_touched(const struct pcm_segment *s, size_t page)
 
 size_t pcm_segment_spare_pages(const struct pcm_segment *s)
 {
-    _Static_assert(sizeof(pcm_word_t) == sizeof(unsigned long), "a bitmap word is an unsigned long");
-    size_t count = 0;
-    for (size_t w = 0; w < PCM_SEGMENT_PAGES / PCM_WORD_BITS; w++)
-        count += bits_set(~s->page_used[w] & s->page_touched[w]);
-    return count;
+    return s->spare_pages;
 }
 
 /* The first page in [page, end) whose bit in map is `set`, else end: a
@@ -233,33 +263,44 @@ static size_t next_page(const pcm_word_t *map, size_t page, size_t end, bool set
     return end;
 }
 
-/* Touched pages in [from, to). */
-static size_t touched_pages(const struct pcm_segment *s, size_t from, size_t to)
+/* The last page in [page, end) whose bit in map is set; there is one. */
+static size_t last_page_set(const pcm_word_t *map, size_t page, size_t end)
 {
-    size_t count = 0;
-    for (size_t w = from / PCM_WORD_BITS; from < to && w <= (to - 1) / PCM_WORD_BITS; w++)
-        count += bits_set(s->page_touched[w] & word_mask(w, from, to - 1));
-    return count;
+    for (size_t w = (end - 1) / PCM_WORD_BITS;; w--) {
+        pcm_word_t word = map[w] & word_mask(w, page, end - 1);
+        if (word)
+            return w * PCM_WORD_BITS + PCM_WORD_BITS - 1 - (size_t)__builtin_clzl((unsigned long)word);
+    }
 }
 
 /* Windows of `pages` free pages, in order of their first page, each
  * counting the touched pages in it; the first window with the fewest
  * untouched pages wins, and with first_fit the first window at all.  The
- * bitmap is read a word at a time: runs of used pages are skipped, and
- * within a run of free pages the window slides a page at a time only
- * while it can still do better - a run with no touched page offers its
- * first window and nothing better (a segment filling up with one-page
- * spans, or a fresh one, costs a few words per search, not a page each). */
+ * bitmaps are read a word at a time: runs of used pages are skipped, and
+ * within a run of free pages only the windows that hold one of its
+ * touched pages can beat its first: those from the one that ends at the
+ * first touched page to the one that starts past the last, a page at a
+ * time.  A run with no touched page offers its first window alone (a
+ * segment filling up with one-page spans, or a fresh one, costs a few
+ * words per search, not a page each), and a span that went back is found
+ * by a bit search, not by counting the pages of every run before it. */
 static size_t best_window(const struct pcm_segment *s, size_t pages, bool first_fit, size_t *first)
 {
     size_t best = SIZE_MAX;
     for (size_t from = s->header_pages; from < PCM_SEGMENT_PAGES;) {
         from = next_page(s->page_used, from, PCM_SEGMENT_PAGES, false);
-        size_t to = next_page(s->page_used, from, PCM_SEGMENT_PAGES, true);
+        /* (past s->high no page is used or touched) */
+        size_t high = from < s->high ? s->high : from;
+        size_t to = next_page(s->page_used, from, high, true);
+        if (to == high)
+            to = PCM_SEGMENT_PAGES;
         if (to - from >= pages) {
-            size_t in_run = touched_pages(s, from, to);
-            size_t touched = in_run ? touched_pages(s, from, from + pages) : 0;
-            for (size_t at = from;; at++) {
+            size_t seen = to < high ? to : high, lead = next_page(s->page_touched, from, seen, true);
+            size_t tail = lead < seen ? last_page_set(s->page_touched, lead, seen) : 0;
+            if (lead == seen)
+                lead = to;
+            size_t at = from, touched = lead < from + pages ? touched_pages(s, from, from + pages) : 0;
+            for (;;) {
                 if (pages - touched < best) {
                     best = pages - touched;
                     *first = at;
@@ -267,10 +308,16 @@ static size_t best_window(const struct pcm_segment *s, size_t pages, bool first_
                         return best;
                 }
                 /* no touched page left to take in: no window here can do better */
-                if (at + pages >= to || touched == in_run)
+                if (at + pages >= to || at + pages > tail)
                     break;
+                if (at + pages <= lead) { /* the windows before lead's hold none */
+                    at = lead + 1 - pages;
+                    touched = touched_pages(s, at, at + pages);
+                    continue;
+                }
                 touched += page_is_touched(s, at + pages);
                 touched -= page_is_touched(s, at);
+                at++;
             }
         }
         from = to;
@@ -326,7 +373,6 @@ struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsig
     span->free = NULL;
     span->prev = span->next = NULL;
     pcm_hardened_span_created(span);
-    pcm_stats_span_created(cls);
     return span;
 }
 
@@ -350,13 +396,18 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
     }
     /* A word of the bitmap at a time: a huge page is 512 pages, and this
      * runs for every span cut. */
-    size_t fresh = 0;
+    size_t fresh = 0, spare = 0;
     for (size_t w = first / PCM_WORD_BITS; w <= last / PCM_WORD_BITS; w++) {
         pcm_word_t new_bits = word_mask(w, first, last) & ~s->page_touched[w];
         s->page_touched[w] |= new_bits;
+        if (new_bits & ~s->page_used[w]) /* (huge pages: free pages made resident) */
+            spare += bits_set(new_bits & ~s->page_used[w]);
         for (; new_bits; new_bits &= new_bits - 1)
             fresh++;
     }
+    s->spare_pages += (uint32_t)spare;
+    if (s->high <= last)
+        s->high = (uint32_t)(last + 1);
     if (fresh)
         pcm_stats_committed(fresh << PCM_PAGE_SHIFT);
 }
@@ -364,7 +415,6 @@ void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end)
 void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
 {
     size_t first = (span->start - (uintptr_t)s) >> PCM_PAGE_SHIFT, slot = (size_t)(span - s->span);
-    pcm_stats_span_released(span->class_plus1 - 1u);
     for (size_t i = 0; i < span->pages; i++)
         s->span_first[first + i] = 0;
     /* Free's check that p is in a span, for a stale span_first read. */
@@ -391,8 +441,12 @@ size_t pcm_segment_decommit_pages(struct pcm_segment *s, size_t first, size_t en
     size_t bytes = (end - first) << PCM_PAGE_SHIFT;
     if (!pcm_os_decommit((char *)s + (first << PCM_PAGE_SHIFT), bytes))
         return 0;
-    for (size_t p = first; p < end; p++)
-        s->page_touched[p / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (p % PCM_WORD_BITS));
+    for (size_t p = first; p < end; p++) {
+        pcm_word_t bit = (pcm_word_t)1 << (p % PCM_WORD_BITS);
+        if ((s->page_touched[p / PCM_WORD_BITS] & ~s->page_used[p / PCM_WORD_BITS]) & bit)
+            s->spare_pages--;
+        s->page_touched[p / PCM_WORD_BITS] &= ~bit;
+    }
     pcm_stats_decommitted(bytes);
     return bytes;
 }

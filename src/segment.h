@@ -105,6 +105,14 @@ struct pcm_segment {
     uint32_t header_pages;
     uint32_t free_pages;
     uint32_t was_empty;           /* no span at the last decay tick (decay.c) */
+    /* Pages in no span and touched: those a span takes without committing
+     * memory.  Kept with the bitmaps, so that a span cut that looks for
+     * them reads a field, not both bitmaps (pcm_segment_spare_pages). */
+    uint32_t spare_pages;
+    /* Every page from here on is free and untouched (an upper bound: it
+     * only grows), so that a search for a span's place stops here instead
+     * of reading the bitmaps to the segment's end. */
+    uint32_t high;
     struct pcm_segment *next;     /* the owner heap's segments */
 #ifdef PCM_HARDENED
     pcm_word_t link_key;          /* the owner heap's secret (hardening.h) */

@@ -19,12 +19,6 @@ static struct {
     volatile pcm_word_t committed_bytes, peak_committed_bytes;
 } totals;
 
-/* Spans of each class now and at most: cut and given back under their
- * heap's lock, but heaps run at once, hence the atomics. */
-static struct {
-    volatile pcm_word_t now, peak;
-} class_spans[PCM_CLASS_COUNT];
-
 /* *now += bytes, and raise *peak to it. */
 static void grow(volatile pcm_word_t *now, volatile pcm_word_t *peak, size_t bytes)
 {
@@ -120,16 +114,6 @@ void pcm_stats_large_destroyed(size_t bytes)
     large_shrank(bytes);
 }
 
-void pcm_stats_span_created(unsigned cls)
-{
-    grow(&class_spans[cls].now, &class_spans[cls].peak, 1);
-}
-
-void pcm_stats_span_released(unsigned cls)
-{
-    pcm_fetch_sub_acq_rel(&class_spans[cls].now, 1);
-}
-
 void pcm_stats_totals_read(struct pcm_stats_totals *out)
 {
     out->segments = pcm_load_relaxed(&totals.segments);
@@ -160,21 +144,30 @@ static pcm_word_t read_counter(const pcm_word_t *counter)
     return pcm_load_relaxed((volatile pcm_word_t *)counter);
 }
 
+/* The same of a 32-bit one (an aligned 32-bit load is whole on every
+ * architecture pcmalloc builds for). */
+static pcm_word_t read_count32(const uint32_t *counter)
+{
+    return *(const volatile uint32_t *)counter;
+}
+
 void pcm_stats_class_read(unsigned cls, struct pcm_stats_class *out)
 {
-    pcm_word_t served = 0, returned = 0;
+    pcm_word_t served = 0, returned = 0, spans = 0, peak_spans = 0;
     for (unsigned h = 0; pcm_heaps && h < pcm_heap_count; h++) {
         if (!pcm_heap_is_ready(h))
             continue; /* all zeroes, and not to be touched */
         served += read_counter(&pcm_heaps[h].stats.served[cls]);
         returned += read_counter(&pcm_heaps[h].stats.returned[cls]);
+        spans += read_count32(&pcm_heaps[h].stats.spans[cls]);
+        peak_spans += read_count32(&pcm_heaps[h].stats.peak_spans[cls]);
     }
     out->size = pcm_class_size(cls);
     out->requests = served;
     /* Read at slightly different moments, returned can be ahead. */
     out->live = served > returned ? served - returned : 0;
-    out->spans = pcm_load_relaxed(&class_spans[cls].now);
-    out->peak_spans = pcm_load_relaxed(&class_spans[cls].peak);
+    out->spans = spans;
+    out->peak_spans = peak_spans; /* each heap's own peak: their sum bounds the class's */
     out->peak = out->peak_spans * pcm_class_span_objects(cls);
 }
 

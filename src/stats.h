@@ -51,9 +51,6 @@ void pcm_stats_large_returned(size_t bytes);
 void pcm_stats_large_created(size_t bytes);
 void pcm_stats_large_resized(size_t old_bytes, size_t new_bytes);
 void pcm_stats_large_destroyed(size_t bytes);
-/* A span of class cls was cut from a segment / given back to it. */
-void pcm_stats_span_created(unsigned cls);
-void pcm_stats_span_released(unsigned cls);
 void pcm_stats_totals_read(struct pcm_stats_totals *out);
 
 /* One size class, summed over the heaps (read without their locks: each

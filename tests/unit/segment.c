@@ -15,6 +15,7 @@
 #include "pcmalloc.h"
 
 #include "heap.h"
+#include "init.h"
 #include "segment.h"
 #include "sizeclass.h"
 #include "stats.h"
@@ -297,6 +298,73 @@ PCM_TEST(segment_span_descriptor_names_its_class_slot)
     }
 }
 
+/* The spare count kept with the bitmaps, after each of random cuts,
+ * releases, objects written (with and without huge pages, whose first
+ * touch takes in free pages too), trims of a span's pages and decays:
+ * always the count of pages free and touched; and no page at or above
+ * s->high is used or touched. */
+PCM_TEST(segment_spare_count_follows_every_change_of_the_bitmaps)
+{
+    pcm_free(pcm_malloc(1)); /* start-up */
+    struct pcm_segment *s = pcm_segment_create(0);
+    PCM_REQUIRE(s, "no segment");
+    static struct pcm_span *live[PCM_SEGMENT_PAGES];
+    size_t count = 0, steps = 0, spare_seen = 0;
+    bool hugepages = pcm_opts.hugepages;
+    uint64_t rng = pcm_test_seed();
+    for (unsigned step = 0; step < 20000; step++) {
+        unsigned what = (unsigned)(pcm_test_rand(&rng) % 16);
+        if (count && (what < 4 || count == PCM_SEGMENT_PAGES)) {
+            size_t i = (size_t)(pcm_test_rand(&rng) % count);
+            pcm_segment_span_release(s, live[i]);
+            live[i] = live[--count];
+        } else if (count && what < 10) {
+            /* objects written over part of a span */
+            struct pcm_span *span = live[pcm_test_rand(&rng) % count];
+            size_t bytes = (size_t)span->pages << PCM_PAGE_SHIFT;
+            size_t from = (size_t)(pcm_test_rand(&rng) % bytes), to = from + 1 + pcm_test_rand(&rng) % (bytes - from);
+            pcm_opts.hugepages = what == 9;
+            pcm_segment_touched(s, span->start + from, span->start + to);
+            pcm_opts.hugepages = hugepages;
+        } else if (count && what == 10) {
+            /* a trim: pages of a span given back */
+            struct pcm_span *span = live[pcm_test_rand(&rng) % count];
+            size_t first = (span->start - (uintptr_t)s) >> PCM_PAGE_SHIFT;
+            pcm_segment_decommit_pages(s, first, first + span->pages);
+        } else if (what == 11) {
+            pcm_segment_decay(s, pcm_test_rand(&rng) % 2);
+        } else {
+            unsigned cls = (unsigned)(pcm_test_rand(&rng) % PCM_CLASS_COUNT);
+            struct pcm_span *span = pcm_segment_span_create(s, cls, pcm_class_span_pages(cls));
+            if (span)
+                live[count++] = span;
+        }
+        steps++;
+        size_t want = spare_in(s, 0, PCM_SEGMENT_PAGES);
+        spare_seen += want != 0;
+        size_t above = s->high;
+        while (above < PCM_SEGMENT_PAGES &&
+               !(((s->page_used[above / PCM_WORD_BITS] | s->page_touched[above / PCM_WORD_BITS]) >>
+                  (above % PCM_WORD_BITS)) & 1))
+            above++;
+        if (above < PCM_SEGMENT_PAGES) {
+            PCM_CHECK(0, "step %u: page %zu is used or touched, above the bound %u", step, above, s->high);
+            break;
+        }
+        if (pcm_segment_spare_pages(s) != want) {
+            PCM_CHECK(0, "step %u: %zu spare pages counted, the bitmaps hold %zu", step, pcm_segment_spare_pages(s),
+                      want);
+            break;
+        }
+    }
+    PCM_CHECK(spare_seen > 1000, "spare pages after only %zu of %zu steps: the test tests too little", spare_seen,
+              steps);
+    while (count)
+        pcm_segment_span_release(s, live[--count]);
+    pcm_segment_decommit_free(s);
+    PCM_CHECK(pcm_segment_spare_pages(s) == 0, "%zu spare pages after all were given back", pcm_segment_spare_pages(s));
+}
+
 PCM_TEST(segment_span_goes_where_pages_are_spare)
 {
     pcm_free(pcm_malloc(1)); /* start-up */
@@ -391,14 +459,17 @@ PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
     pcm_word_t used[WORDS], touched[WORDS];
     memcpy(used, s->page_used, sizeof used);
     memcpy(touched, s->page_touched, sizeof touched);
-    uint32_t free_pages = s->free_pages;
+    uint32_t free_pages = s->free_pages, high = s->high;
     uint64_t rng = 0x9e3779b97f4a7c15u;
     unsigned wrong = 0, found = 0;
     for (unsigned trial = 0; trial < 20000 && wrong < 5; trial++) {
         /* Bitmaps of several shapes: pages used or touched at random, in
          * runs, or by whole words (the search's shortcuts). */
         unsigned shape = trial % 4, run = 1;
-        size_t free_count = 0;
+        size_t free_count = 0, top = 0;
+        /* Half the trials leave the segment's top free and untouched, as
+         * a segment filling up from the bottom has it (s->high). */
+        size_t end = trial % 8 < 4 ? PCM_SEGMENT_PAGES : s->header_pages + (size_t)(rng >> 20) % PCM_SEGMENT_PAGES;
         for (size_t page = 0; page < PCM_SEGMENT_PAGES; page++) {
             rng = rng * 6364136223846793005u + 1442695040888963407u;
             unsigned r = (unsigned)(rng >> 33);
@@ -407,6 +478,10 @@ PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
             bool is_used = page < s->header_pages ||
                            (shape == 0 ? r % 2 : shape == 1 ? r % 20 == 0 : shape == 2 ? r % 20 != 0 : page / run % 2);
             bool is_touched = shape == 3 ? (page / PCM_WORD_BITS + trial) % 3 != 0 : (r >> 8) % 5 < 2;
+            if (page >= end)
+                is_used = is_touched = false;
+            if (is_used || is_touched)
+                top = page + 1;
             pcm_word_t bit = (pcm_word_t)1 << (page % PCM_WORD_BITS);
             size_t w = page / PCM_WORD_BITS;
             s->page_used[w] = is_used ? s->page_used[w] | bit : s->page_used[w] & ~bit;
@@ -414,11 +489,13 @@ PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
             free_count += !is_used;
         }
         s->free_pages = (uint32_t)free_count;
+        s->high = (uint32_t)top;
         size_t pages = 1 + (size_t)(rng >> 40) % (trial % 5 == 0 ? 300 : 12);
         bool first_fit = trial % 2;
         size_t want_first = SIZE_MAX, got_first = SIZE_MAX;
         size_t want = place_by_pages(s, pages, first_fit, &want_first);
-        size_t got = pcm_segment_place_span(s, pages, first_fit ? 0 : pcm_segment_spare_pages(s), SIZE_MAX,
+        /* (The bitmaps were written here, not the count kept with them.) */
+        size_t got = pcm_segment_place_span(s, pages, first_fit ? 0 : spare_in(s, 0, PCM_SEGMENT_PAGES), SIZE_MAX,
                                             &got_first);
         found += want != SIZE_MAX;
         if (got != want || (want != SIZE_MAX && got_first != want_first)) {
@@ -430,5 +507,6 @@ PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
     memcpy(s->page_used, used, sizeof used);
     memcpy(s->page_touched, touched, sizeof touched);
     s->free_pages = free_pages;
+    s->high = high;
     PCM_CHECK(found > 1000, "only %u trials had a place: the shapes test too little", found);
 }

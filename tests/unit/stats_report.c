@@ -181,6 +181,46 @@ PCM_TEST(stats_json_is_complete_and_snprintf_like)
     free_objects();
 }
 
+/* "spans" and "peak_spans" of a class of one object to a span (heaps count
+ * their own, the report sums them): every live object has a span, the
+ * peak stays once they are freed, and the spans go with them but for
+ * those the caches keep. */
+static bool class_spans(size_t size, unsigned long *spans, unsigned long *peak_spans)
+{
+    char key[64];
+    snprintf(key, sizeof key, "{\"size\": %zu, ", size);
+    pcm_stats_json(text, sizeof text);
+    const char *row = strstr(text, key);
+    const char *field = row ? strstr(row, "\"spans\": ") : NULL;
+    return field && sscanf(field, "\"spans\": %lu, \"peak_spans\": %lu", spans, peak_spans) == 2;
+}
+
+PCM_TEST(stats_count_the_spans_of_a_class)
+{
+    enum { BIG = 30000, BIG_CLASS = 30720, COUNT = 40 };
+    static void *big[COUNT];
+    unsigned long spans = 0, peak = 0;
+    for (unsigned i = 0; i < COUNT; i++) {
+        big[i] = pcm_malloc(BIG);
+        PCM_REQUIRE(big[i], "malloc(%u) returned NULL", (unsigned)BIG);
+        memset(big[i], 0x33, BIG);
+    }
+    PCM_REQUIRE(pcm_class_span_objects(pcm_size_class(BIG)) == 1 && pcm_class_size(pcm_size_class(BIG)) == BIG_CLASS,
+                "class of %u bytes: %zu bytes, %u objects to a span", (unsigned)BIG,
+                pcm_class_size(pcm_size_class(BIG)), pcm_class_span_objects(pcm_size_class(BIG)));
+    PCM_REQUIRE(class_spans(BIG_CLASS, &spans, &peak), "no spans of class %u in the JSON:\n%.2000s",
+                (unsigned)BIG_CLASS, text);
+    /* (a cache of each CPU's heap may hold a few more, carved and not yet handed out) */
+    PCM_CHECK(spans >= COUNT && peak >= spans, "%lu spans, peak %lu, with %u objects live", spans, peak,
+              (unsigned)COUNT);
+    unsigned long live_spans = spans;
+    for (unsigned i = 0; i < COUNT; i++)
+        pcm_free(big[i]);
+    PCM_REQUIRE(class_spans(BIG_CLASS, &spans, &peak), "no spans of class %u after the frees", (unsigned)BIG_CLASS);
+    PCM_CHECK(peak >= live_spans, "peak %lu after the frees, %lu spans before", peak, live_spans);
+    PCM_CHECK(spans < COUNT, "%lu spans after %u objects were freed: none went back", spans, (unsigned)COUNT);
+}
+
 PCM_TEST(malloc_info_writes_glibc_xml)
 {
     PCM_REQUIRE(allocate_objects(), "malloc(%u) returned NULL", REQUEST);
