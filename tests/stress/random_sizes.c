@@ -18,6 +18,12 @@
  * the pattern covers the rest; smaller ones have tag 0 and their size in
  * the low 4 bits of the slot (every object is 16-byte aligned).
  *
+ * The big-classes runs draw most sizes from 16-64 KiB, the classes of one
+ * object to a span whose caches hold up to 256 KiB (sizeclass.c, heap.c),
+ * and from 64-256 KiB: nearly every malloc and free there cuts or
+ * releases a span, or takes a bigger class's cached object in its place,
+ * on heaps that other threads free into at the same time.
+ *
  * A failed check names the object, the offset, the thread count and (the
  * harness adds it) the seed; the run then stops, leaving the suspect
  * object unfreed.  PCM_TEST_SCALE scales the operation count.
@@ -48,6 +54,7 @@ struct object {
 
 struct run {
     unsigned threads;
+    bool big_classes; /* sizes mostly of 16 KiB - 256 KiB */
     unsigned long ops_per_thread;
     uint64_t seed;
     uintptr_t *slots; /* 0, or an object packed by slot_pack */
@@ -66,8 +73,14 @@ static uint64_t label_key(const void *p, unsigned which)
     return pcm_pattern_mix((uint64_t)(uintptr_t)p * 2 + which);
 }
 
-static size_t random_size(uint64_t *rng)
+static size_t random_size(const struct run *run, uint64_t *rng)
 {
+    if (run->big_classes) {
+        unsigned pick = (unsigned)(pcm_test_rand(rng) % 100);
+        size_t low = pick < 70 ? 16 * 1024 : pick < 90 ? 64 * 1024 : 0;
+        size_t high = pick < 70 ? 64 * 1024 : pick < 90 ? MEDIUM_MAX : SMALL_MAX;
+        return low + 1 + (size_t)(pcm_test_rand(rng) % (high - low));
+    }
     unsigned pick = (unsigned)(pcm_test_rand(rng) % 100);
     size_t max = pick < 90 ? SMALL_MAX : pick < 99 ? MEDIUM_MAX : BIG_MAX;
     return 1 + (size_t)(pcm_test_rand(rng) % max);
@@ -124,7 +137,7 @@ static bool object_check(struct run *run, struct object o, const char *when)
 
 static bool object_new(struct run *run, unsigned index, uint64_t *rng, uint64_t *serial, struct object *o)
 {
-    o->size = random_size(rng);
+    o->size = random_size(run, rng);
     o->p = pcm_malloc(o->size);
     o->tag = o->size < LABEL_BYTES ? 0 : ((uint64_t)(index + 1) << 40) | ++*serial;
     if (!o->p || (uintptr_t)o->p % 16) {
@@ -232,13 +245,15 @@ static void worker(void *arg, unsigned index)
             object_release(run, index, live[k], "at the end");
 }
 
-static void random_sizes(unsigned threads)
+static void random_sizes(unsigned threads, bool big_classes)
 {
     struct run run;
     memset(&run, 0, sizeof run);
     run.threads = threads;
+    run.big_classes = big_classes;
     run.seed = pcm_test_seed() * 0x9E3779B97F4A7C15ull + threads;
-    unsigned long total = pcm_test_scale(OPS_TOTAL);
+    /* (a quarter as many of the big ones: each writes a page or more) */
+    unsigned long total = pcm_test_scale(big_classes ? OPS_TOTAL / 4 : OPS_TOTAL);
     run.ops_per_thread = total / threads > OPS_PER_THREAD_MIN ? total / threads : OPS_PER_THREAD_MIN;
     run.slots = pcm_test_shared_alloc(SLOT_COUNT * sizeof *run.slots);
     PCM_REQUIRE(run.slots, "cannot map %u slots", SLOT_COUNT);
@@ -264,30 +279,40 @@ static void random_sizes(unsigned threads)
 
 PCM_TEST(random_sizes_1_thread)
 {
-    random_sizes(1);
+    random_sizes(1, false);
 }
 
 PCM_TEST(random_sizes_2_threads)
 {
-    random_sizes(2);
+    random_sizes(2, false);
 }
 
 PCM_TEST(random_sizes_4_threads)
 {
-    random_sizes(4);
+    random_sizes(4, false);
 }
 
 PCM_TEST(random_sizes_8_threads)
 {
-    random_sizes(8);
+    random_sizes(8, false);
 }
 
 PCM_TEST(random_sizes_16_threads)
 {
-    random_sizes(16);
+    random_sizes(16, false);
 }
 
 PCM_TEST(random_sizes_32_threads)
 {
-    random_sizes(32);
+    random_sizes(32, false);
+}
+
+PCM_TEST(random_sizes_big_classes_4_threads)
+{
+    random_sizes(4, true);
+}
+
+PCM_TEST(random_sizes_big_classes_16_threads)
+{
+    random_sizes(16, true);
 }
