@@ -9,7 +9,7 @@
  * page-aligned).  The bound, from heap.h's layout:
  *
  *     committed <= bitmap pages + heaps used * sizeof(struct pcm_heap)
- *               =  4 KiB        + used * 8 KiB   (64-bit; 4 KiB on 32-bit)
+ *               =  4 KiB        + used * 8 KiB
  *     heaps used <= min(256, CPUs this machine has)
  *
  * where "used" are the heaps marked ready: a heap some thread allocated
