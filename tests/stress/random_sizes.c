@@ -252,8 +252,9 @@ static void random_sizes(unsigned threads, bool big_classes)
     run.threads = threads;
     run.big_classes = big_classes;
     run.seed = pcm_test_seed() * 0x9E3779B97F4A7C15ull + threads;
-    /* (a quarter as many of the big ones: each writes a page or more) */
-    unsigned long total = pcm_test_scale(big_classes ? OPS_TOTAL / 4 : OPS_TOTAL);
+    /* (an eighth as many of the big ones: each writes a page or more, and
+     * the suite runs them under emulators and VMs too) */
+    unsigned long total = pcm_test_scale(big_classes ? OPS_TOTAL / 8 : OPS_TOTAL);
     run.ops_per_thread = total / threads > OPS_PER_THREAD_MIN ? total / threads : OPS_PER_THREAD_MIN;
     run.slots = pcm_test_shared_alloc(SLOT_COUNT * sizeof *run.slots);
     PCM_REQUIRE(run.slots, "cannot map %u slots", SLOT_COUNT);
