@@ -210,14 +210,6 @@ void pcm_hardened_span_created(struct pcm_span *span)
         pcm_store_relaxed(&word[i], 0);
 }
 
-static void mark_used(struct pcm_segment *s, size_t first, size_t count)
-{
-    for (size_t page = first; page < first + count; page++)
-        s->page_used[page / PCM_WORD_BITS] |= (pcm_word_t)1 << (page % PCM_WORD_BITS);
-    if (s->high < first + count)
-        s->high = (uint32_t)(first + count);
-}
-
 bool pcm_hardened_segment_created(struct pcm_segment *s)
 {
     s->link_key = heap_link_key(s->owner);
@@ -230,8 +222,8 @@ bool pcm_hardened_segment_created(struct pcm_segment *s)
         return false;
     size_t guard_pages = guard >> PCM_PAGE_SHIFT;
     size_t body = (header >> PCM_PAGE_SHIFT) + guard_pages; /* the first page a span may use */
-    mark_used(s, s->header_pages, body - s->header_pages);
-    mark_used(s, PCM_SEGMENT_PAGES - guard_pages, guard_pages);
+    pcm_segment_reserve_pages(s, s->header_pages, body - s->header_pages);
+    pcm_segment_reserve_pages(s, PCM_SEGMENT_PAGES - guard_pages, guard_pages);
     s->header_pages = (uint32_t)body;
     s->free_pages = (uint32_t)(PCM_SEGMENT_PAGES - body - guard_pages);
     return true;

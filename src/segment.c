@@ -376,6 +376,11 @@ struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsig
     return span;
 }
 
+void pcm_segment_reserve_pages(struct pcm_segment *s, size_t first, size_t count)
+{
+    mark_pages(s, first, count, true);
+}
+
 struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, size_t pages)
 {
     size_t first;

@@ -245,6 +245,11 @@ struct pcm_span *pcm_segment_span_create(struct pcm_segment *s, unsigned cls, si
  * no object was cut from cost nothing).  Caller holds the owner's lock. */
 void pcm_segment_touched(struct pcm_segment *s, uintptr_t start, uintptr_t end);
 
+/* Pages [first, first + count) of a new segment s kept out of every span
+ * (hardening.c: its guard pages), marked used as a span's are, so that
+ * the counts kept with the bitmaps stay right. */
+void pcm_segment_reserve_pages(struct pcm_segment *s, size_t first, size_t count);
+
 /* Give back to the OS every page of s in no span that objects were ever
  * written on, and forget it was touched, and every header page that
  * describes only pages in no span; the bytes given back.  The pages
