@@ -39,16 +39,32 @@ void pcm_test_shared_free(void *p, size_t bytes)
         munmap(p, bytes);
 }
 
+/* The workers start their work together, once every thread exists: a
+ * worker that ran while the others were still being created could use up
+ * what their creation needs (a test under an address-space limit filled
+ * it before the last stacks were mapped), and an early start would let the
+ * first worker run alone for a while, with no one to race. */
+struct start_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t opened;
+    bool open;
+};
+
 struct worker {
     void (*fn)(void *, unsigned);
     void *arg;
     unsigned index;
+    struct start_gate *gate;
     pthread_t thread;
 };
 
 static void *worker_main(void *p)
 {
     struct worker *w = p;
+    pthread_mutex_lock(&w->gate->lock);
+    while (!w->gate->open)
+        pthread_cond_wait(&w->gate->opened, &w->gate->lock);
+    pthread_mutex_unlock(&w->gate->lock);
     w->fn(w->arg, w->index);
     return NULL;
 }
@@ -62,14 +78,22 @@ int pcm_test_run_workers(unsigned n, void (*fn)(void *arg, unsigned index), void
         pcm_test_printf("  cannot map %u worker records\n", n);
         return -1;
     }
+    struct start_gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false };
     unsigned started = 0;
     for (; started < n; started++) {
         w[started].fn = fn;
         w[started].arg = arg;
         w[started].index = started;
+        w[started].gate = &gate;
         if (pthread_create(&w[started].thread, NULL, worker_main, &w[started]))
             break;
     }
+    /* (opened even when a creation failed: those started still run, and
+     * are joined, before the failure is reported) */
+    pthread_mutex_lock(&gate.lock);
+    gate.open = true;
+    pthread_cond_broadcast(&gate.opened);
+    pthread_mutex_unlock(&gate.lock);
     for (unsigned i = 0; i < started; i++)
         pthread_join(w[i].thread, NULL);
     pcm_test_shared_free(w, bytes);
