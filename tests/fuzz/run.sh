@@ -3,7 +3,8 @@
 # (mk/fuzz.mk): replay every input of the SEED_DIRs once (the seed corpus
 # and the saved regressions: each must pass), on the fast path start-up
 # picks and with PCMALLOC_RSEQ=0, then fuzz for SECONDS from
-# them in a scratch corpus (the repository's folders are never written).
+# them in scratch corpora, one fuzzer per CPU (up to 4; the repository's
+# folders are never written).
 # Records "fuzz_replay", "fuzz_replay_cas" and "fuzz_<SECONDS>s" lines in
 # $RESULTS/fuzz.txt.
 # A crash's input is kept in $RESULTS/fuzz-crashes/ and named in the log,
@@ -50,16 +51,31 @@ for path in default cas; do
     fi
 done
 
-echo "== [fuzz] $seconds s of fuzzing from the seeds"
+# One fuzzer per CPU (the others would sit idle), each from its own seed
+# into its own scratch corpus.
+jobs=$(nproc 2>/dev/null || echo 1)
+[ "$jobs" -gt 4 ] && jobs=4
+echo "== [fuzz] $seconds s of fuzzing from the seeds, $jobs fuzzers"
 scratch=$(mktemp -d)
 crashes=$results/fuzz-crashes
 rm -rf "$crashes" # only this run's crashes are named below
 mkdir -p "$crashes"
-# shellcheck disable=SC2086
-"$fuzzer" $options -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$crashes/" \
-    "$scratch" "$@" >"$log" 2>&1
-rc=$?
-grep -E '^#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb' "$log" | sed 's/^/  /'
+pids=()
+for job in $(seq 1 "$jobs"); do
+    mkdir -p "$scratch/$job"
+    seed=$(( (RANDOM << 15 | RANDOM) + job ))
+    # shellcheck disable=SC2086
+    "$fuzzer" $options -seed="$seed" -max_total_time="$seconds" -print_final_stats=1 \
+        -artifact_prefix="$crashes/" "$scratch/$job" "$@" >"$log.$job" 2>&1 &
+    pids+=($!)
+done
+rc=0
+for job in $(seq 1 "$jobs"); do
+    wait "${pids[job - 1]}" || rc=1
+    echo "  fuzzer $job ($(grep -m1 -o 'Seed: [0-9]*' "$log.$job")):"
+    grep -E '^#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb' "$log.$job" | sed 's/^/    /'
+done
+cat "$log".* >"$log"
 if [ "$rc" -eq 0 ]; then
     record "fuzz_${seconds}s" ok
 else
@@ -70,5 +86,5 @@ else
     done
     record "fuzz_${seconds}s" fail
 fi
-rm -rf "$scratch" "$log"
+rm -rf "$scratch" "$log" "$log".*
 exit $status
