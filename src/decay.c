@@ -133,7 +133,7 @@ void pcm_decay_maybe(void)
 /* ---- the memory of a CPU a thread left (decay.h: pcm_decay_reclaim) ---- */
 
 /* How often a growing heap looks, and how long a heap must have gone
- * without a refill or flush to give its free memory back. */
+ * without a refill to give its free memory back. */
 #define RECLAIM_PERIOD_MS 5u
 #define RECLAIM_IDLE_MS 5u
 

@@ -38,8 +38,8 @@ void pcm_decay_maybe(void);
 extern volatile pcm_word_t pcm_decay_ticks __attribute__((visibility("hidden")));
 
 /* Heap `growing` (its lock held) is about to commit pages it does not
- * have: at most once every 5 ms, one heap of a CPU that had no refill and
- * no flush for 5 ms gives back what it has no use for - its remote frees
+ * have: at most once every 5 ms, one heap of a CPU that had no refill for
+ * 5 ms gives back what it has no use for - its remote frees
  * drained, its empty spans released, the pages in no span decommitted
  * (heap.h: pcm_heap_reclaim_locked) - without waiting for the purge
  * delay.  So when the scheduler moves a thread to another CPU, the memory
@@ -49,12 +49,18 @@ extern volatile pcm_word_t pcm_decay_ticks __attribute__((visibility("hidden")))
  * peaked at 75.8 MB without this and 47.3 MB with it (40.0 unmoved).
  * 5 ms, not longer: the tree builds its 38 MB in about 25 ms, so with 50
  * the old heap counted as idle only once the new one had grown in full.
+ * Its flushes do not count: a CPU whose threads only free, as a
+ * consumer's do, takes nothing from its spans, and what they free there
+ * goes back too - make bench's xmalloc at 2 threads, whose producer the
+ * scheduler sometimes moved, peaked at 3.9-4.4 MB in 5 of 21 runs (1 of 21
+ * with this; 3.0-3.3 MB otherwise), and tests/stress/cpu_move.c's
+ * consumer kept a whole 64 MiB phase resident.
  * Only a heap committing new pages calls it - a program whose footprint
  * holds steady never does - and it takes no cached object and no span in
  * use, so a CPU whose threads live in their caches for a while loses only
- * pages it was not using (0 to 2 of these a run in larson at 2 and 16
- * threads, mixed sizes at 2 and 16, xmalloc and C++ containers at 8, lifo
- * at 16, threadtest and cache-thrash at 2).  Only locks that are free are
+ * pages it was not using (0 to 1 of these a run in larson and mixed sizes
+ * at 2 and 16 threads, threadtest and cache-thrash at 2 and lifo at 16, 0
+ * to 4 in xmalloc and C++ containers at 8, 3 to 9 in xmalloc at 2).  Only locks that are free are
  * taken; errno is left as it was. */
 void pcm_decay_reclaim(struct pcm_heap *growing);
 

@@ -200,16 +200,11 @@ void pcm_heap_set_limits(struct pcm_heap *h, bool open)
         pcm_bin_set_limit(&h->outgoing[c], open ? pcm_bin_shapes[c].outgoing : 0);
 }
 
-/* Every refill and flush: this CPU still allocates (heap.h). */
-static void count_activity_locked(struct pcm_heap *h)
-{
-    pcm_store_relaxed(&h->activity, h->activity + 1);
-}
-
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
 {
     h->adapt[cls] = ADAPT_REFILLED;
-    count_activity_locked(h);
+    /* this CPU still allocates (heap.h) */
+    pcm_store_relaxed(&h->activity, h->activity + 1);
 }
 
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
@@ -217,7 +212,6 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
     uint32_t limit = pcm_bin_limit(&h->bins[cls]);
     uint32_t most = pcm_bin_shapes[cls].limit, start = pcm_bin_shapes[cls].start;
     unsigned adapt = h->adapt[cls];
-    count_activity_locked(h);
     if (adapt & ADAPT_REFILLED) {
         adapt = 0;
         if (limit && limit < most) /* (0: stopped by a drain, left to it) */

@@ -148,8 +148,10 @@ struct pcm_heap {
     struct pcm_segment *spare_hint;
     struct pcm_heap_stats stats;  /* lock */
     pcm_word_t activity_at_tick;  /* refills + flushes at the last decay tick (lock) */
-    /* Bumped by every refill and flush (lock), read by other CPUs without
-     * it: whether this CPU still allocates (decay.c, pcm_decay_reclaim). */
+    /* Bumped by every refill (lock), read by other CPUs without it:
+     * whether this CPU still allocates (decay.c, pcm_decay_reclaim).  Its
+     * flushes do not count: a CPU whose threads only free (a consumer's)
+     * takes nothing from its spans, so what they free there can go back. */
     volatile pcm_word_t activity;
     /* The reclaim run's own (decay.c: written only while its flag is
      * held): activity when it last looked, and when it first saw that value. */

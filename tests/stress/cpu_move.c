@@ -7,7 +7,7 @@
  * mixed sizes and frees them all; pinned to a CPU with another heap, it
  * writes as much again, a MiB at a time with a millisecond's pause after
  * each, so that the phase lasts well beyond the 5 ms a heap must go
- * without a refill or flush to count as idle, on any machine.  The resident
+ * without a refill to count as idle, on any machine.  The resident
  * set must then be below the first phase's peak plus half a phase: with
  * both copies resident it would be a whole phase above.  The purge delay
  * is an hour meanwhile (set in pcm_opts directly), so decay cannot be
@@ -19,6 +19,15 @@
  * the first CPU keeps refilling and flushing there, so that heap is not
  * idle and gives its memory back no more often than a thread kept off
  * its CPU for a while explains (BUSY_RECLAIMS_MOST).
+ *
+ * A CPU that only frees: the first phase stays live across the move, and a
+ * second thread on the first CPU checks and frees it a MiB for each MiB
+ * the second phase writes (the two kept in step both ways), as a consumer
+ * frees what a producer made.  That
+ * heap flushes all along but never refills, so it counts as idle, and what
+ * is freed there goes back as the other grows: the resident set must stay
+ * below the first phase's peak plus half a phase (with flushes counted as
+ * activity it rose by the whole phase).
  *
  * Needs two CPUs with heaps of their own (two_heaps.h).
  */
@@ -45,6 +54,13 @@
 #define MOST_OBJECTS (PHASE_BYTES / 16)
 
 static unsigned char *objects[MOST_OBJECTS];
+/* The first phase, kept live across the move (the last test). */
+static unsigned char *kept[MOST_OBJECTS];
+/* MiB a slow phase has written so far, and (the last test) MiB the
+ * freeing thread has freed: when pacing, the writer waits for it to keep
+ * within 2 MiB, so that a loaded machine cannot leave it far behind. */
+static volatile pcm_word_t written_mib, freed_mib;
+static bool pacing;
 
 static void sleep_ms(long ms)
 {
@@ -63,9 +79,9 @@ static unsigned char object_byte(size_t i)
     return (unsigned char)(i * 131 + 7);
 }
 
-/* Write a phase of objects (pausing a millisecond every MiB if `slowly`);
- * how many, 0 if malloc failed. */
-static size_t write_phase(uint64_t seed, bool slowly)
+/* Write a phase of objects into `into` (pausing a millisecond every MiB if
+ * `slowly`, and counting it in written_mib); how many, 0 if malloc failed. */
+static size_t write_phase_into(unsigned char **into, uint64_t seed, bool slowly)
 {
     uint64_t rng = seed;
     size_t count = 0, bytes = 0, next_pause = MIB;
@@ -75,14 +91,35 @@ static size_t write_phase(uint64_t seed, bool slowly)
         if (!p)
             return 0;
         memset(p, object_byte(count), size);
-        objects[count++] = p;
+        into[count++] = p;
         bytes += size;
         if (slowly && bytes >= next_pause) {
+            pcm_store_relaxed(&written_mib, written_mib + 1);
             sleep_ms(1);
+            /* (bounded: a stuck freeing thread fails its own checks) */
+            for (unsigned waited = 0; pacing && pcm_load_relaxed(&freed_mib) + 2 < written_mib && waited < 10000;
+                 waited++)
+                sleep_ms(1);
             next_pause += MIB;
         }
     }
     return count;
+}
+
+static size_t write_phase(uint64_t seed, bool slowly)
+{
+    return write_phase_into(objects, seed, slowly);
+}
+
+/* Whether the object i of a phase, of `size` bytes, holds what was written. */
+static bool object_intact(const unsigned char *p, size_t i, size_t size)
+{
+    for (size_t b = 0; b < size; b++)
+        if (p[b] != object_byte(i)) {
+            PCM_CHECK(0, "object %zu (%p) changed at byte %zu", i, (const void *)p, b);
+            return false;
+        }
+    return true;
 }
 
 /* Check (if asked) and free a phase written with `seed`; false on a
@@ -93,11 +130,8 @@ static bool free_phase(size_t count, uint64_t seed, bool check)
     bool intact = true;
     for (size_t i = 0; i < count; i++) {
         size_t size = object_size(&rng);
-        for (size_t b = 0; check && intact && b < size; b++)
-            if (objects[i][b] != object_byte(i)) {
-                PCM_CHECK(0, "object %zu (%p) changed at byte %zu", i, (void *)objects[i], b);
-                intact = false;
-            }
+        if (check && intact)
+            intact = object_intact(objects[i], i, size);
         pcm_free(objects[i]);
     }
     return intact;
@@ -257,4 +291,103 @@ PCM_TEST(a_cpu_still_allocating_keeps_its_memory)
                     m.cpus.cpu[0], m.baseline / MIB, m.peak / MIB, m.moved / MIB, (unsigned long)m.reclaims);
     PCM_CHECK(m.reclaims <= BUSY_RECLAIMS_MOST, "a busy CPU's heap gave its memory back %lu times",
               (unsigned long)m.reclaims);
+}
+
+/* ---- a CPU that only frees (the last test) ---- */
+
+struct freer {
+    int cpu;
+    size_t count;       /* objects of the kept phase */
+    uint64_t seed;      /* it was written with */
+    volatile pcm_word_t writer_done;
+    bool intact;
+};
+
+/* On the first CPU: check and free the kept phase, a MiB each time the
+ * writer on the other CPU has written one more (all that is left once it
+ * is done), so that this heap flushes while the other grows. */
+static void *free_kept_in_step(void *arg)
+{
+    struct freer *f = arg;
+    f->intact = pcm_test_pin(f->cpu);
+    PCM_CHECK(f->intact, "cannot pin the freeing thread to CPU %d", f->cpu);
+    uint64_t rng = f->seed;
+    size_t bytes = 0, slices = 0;
+    for (size_t i = 0; i < f->count; i++) {
+        size_t size = object_size(&rng);
+        if (bytes >= (slices + 1) * MIB) {
+            slices++;
+            pcm_store_relaxed(&freed_mib, slices);
+            while (pcm_load_relaxed(&written_mib) < slices && !pcm_load_acquire(&f->writer_done))
+                sleep_ms(1);
+        }
+        if (f->intact)
+            f->intact = object_intact(kept[i], i, size);
+        pcm_free(kept[i]);
+        bytes += size;
+    }
+    return NULL;
+}
+
+PCM_TEST(memory_a_cpu_only_frees_goes_back_as_another_grows)
+{
+    struct two_heaps cpus;
+    if (!two_heaps_or_skip(&cpus))
+        return;
+    cpu_set_t allowed;
+    bool saved = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = 3600000; /* decay gives nothing back meanwhile */
+    pcm_malloc_trim(0);
+    size_t baseline = pcm_test_resident_bytes();
+    struct pcm_heap *first = &pcm_heaps[cpus.heap[0]];
+    pcm_word_t reclaims = first->stats.reclaims;
+    struct freer f = { .cpu = cpus.cpu[0], .seed = pcm_test_seed() * 2 + 1, .intact = true };
+    pthread_t thread;
+    bool started = false;
+    size_t peak = 0, moved = 0, count = 0;
+    bool ok = pcm_test_pin(cpus.cpu[0]);
+    PCM_CHECK(ok, "cannot pin to CPU %d", cpus.cpu[0]);
+    if (ok) {
+        f.count = write_phase_into(kept, f.seed, false);
+        PCM_CHECK(f.count, "malloc failed in the first phase");
+        ok = f.count != 0;
+    }
+    if (ok) {
+        peak = pcm_test_resident_bytes();
+        pcm_store_relaxed(&written_mib, 0);
+        pcm_store_relaxed(&freed_mib, 0);
+        pacing = true;
+        started = pthread_create(&thread, NULL, free_kept_in_step, &f) == 0;
+        PCM_CHECK(started, "cannot start the freeing thread");
+        ok = started && pcm_test_pin(cpus.cpu[1]);
+    }
+    if (ok) {
+        count = write_phase(f.seed + 2, true);
+        PCM_CHECK(count, "malloc failed in the second phase");
+        moved = pcm_test_resident_bytes();
+    }
+    pcm_store_release(&f.writer_done, 1);
+    if (started)
+        pthread_join(thread, NULL);
+    pacing = false;
+    pcm_word_t gave = first->stats.reclaims - reclaims;
+    if (count)
+        free_phase(count, f.seed + 2, true);
+    if (saved)
+        pthread_setaffinity_np(pthread_self(), sizeof allowed, &allowed);
+    pcm_opts.purge_delay_ms = saved_delay;
+    pcm_malloc_trim(0);
+    if (!ok || !count)
+        return;
+    pcm_test_printf("  %zu MiB on CPU %d, kept; %zu MiB on CPU %d while a thread on CPU %d freed the first: resident "
+                    "%zu MiB before, %zu MiB after the first, %zu MiB after the second; the first CPU's heap gave "
+                    "memory back %lu times\n",
+                    PHASE_BYTES / MIB, cpus.cpu[0], PHASE_BYTES / MIB, cpus.cpu[1], cpus.cpu[0], baseline / MIB,
+                    peak / MIB, moved / MIB, (unsigned long)gave);
+    PCM_CHECK(f.intact, "an object of the first phase changed before its free");
+    PCM_CHECK(gave > 0, "heap %u, which only freed, never gave memory back", cpus.heap[0]);
+    PCM_CHECK(peak > baseline + PHASE_BYTES / 2, "the first phase never became resident (%zu MiB)", peak / MIB);
+    PCM_CHECK(moved < peak + PHASE_BYTES / 2, "resident %zu MiB after the move, %zu MiB before it: the heap that "
+              "only freed kept its pages", moved / MIB, peak / MIB);
 }
