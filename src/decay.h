@@ -52,8 +52,8 @@ extern volatile pcm_word_t pcm_decay_ticks __attribute__((visibility("hidden")))
  * Its flushes do not count: a CPU whose threads only free, as a
  * consumer's do, takes nothing from its spans, and what they free there
  * goes back too - make bench's xmalloc at 2 threads, whose producer the
- * scheduler sometimes moved, peaked at 3.9-4.4 MB in 5 of 21 runs (1 of 21
- * with this; 3.0-3.3 MB otherwise), and tests/stress/cpu_move.c's
+ * scheduler sometimes moved, peaked at 4.0-4.4 MB in 4 of 21 runs (1 of 21
+ * with this; 2.9-3.3 MB otherwise), and tests/stress/cpu_move.c's
  * consumer kept a whole 64 MiB phase resident.
  * Only a heap committing new pages calls it - a program whose footprint
  * holds steady never does - and it takes no cached object and no span in
