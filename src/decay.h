@@ -60,8 +60,8 @@ extern volatile pcm_word_t pcm_decay_ticks __attribute__((visibility("hidden")))
  * use, so a CPU whose threads live in their caches for a while loses only
  * pages it was not using (0 to 1 of these a run in larson and mixed sizes
  * at 2 and 16 threads, threadtest and cache-thrash at 2 and lifo at 16, 0
- * to 4 in xmalloc and C++ containers at 8, 3 to 9 in xmalloc at 2).  Only locks that are free are
- * taken; errno is left as it was. */
+ * to 4 in xmalloc and C++ containers at 8, 3 to 9 in xmalloc at 2).  Only
+ * locks that are free are taken; errno is left as it was. */
 void pcm_decay_reclaim(struct pcm_heap *growing);
 
 /* h's CPU's caches (and outgoing lists) into the spans, from any CPU,

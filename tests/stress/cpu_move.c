@@ -23,11 +23,11 @@
  * A CPU that only frees: the first phase stays live across the move, and a
  * second thread on the first CPU checks and frees it a MiB for each MiB
  * the second phase writes (the two kept in step both ways), as a consumer
- * frees what a producer made.  That
- * heap flushes all along but never refills, so it counts as idle, and what
- * is freed there goes back as the other grows: the resident set must stay
- * below the first phase's peak plus half a phase (with flushes counted as
- * activity it rose by the whole phase).
+ * frees what a producer made.  That heap flushes all along but never
+ * refills, so it counts as idle, and what is freed there goes back as the
+ * other grows: the resident set must stay below the first phase's peak
+ * plus half a phase (with flushes counted as activity it rose by the whole
+ * phase).
  *
  * Needs two CPUs with heaps of their own (two_heaps.h).
  */
@@ -309,8 +309,8 @@ struct freer {
 static void *free_kept_in_step(void *arg)
 {
     struct freer *f = arg;
-    f->intact = pcm_test_pin(f->cpu);
-    PCM_CHECK(f->intact, "cannot pin the freeing thread to CPU %d", f->cpu);
+    bool pinned = pcm_test_pin(f->cpu);
+    PCM_CHECK(pinned, "cannot pin the freeing thread to CPU %d", f->cpu);
     uint64_t rng = f->seed;
     size_t bytes = 0, slices = 0;
     for (size_t i = 0; i < f->count; i++) {
