@@ -82,7 +82,7 @@ static void *pop_any(unsigned cls)
 {
     void *obj;
 retry:
-    pcm_arch_rseq_pop(obj, pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, &pcm_heap_count, empty, aborted);
+    pcm_arch_rseq_pop(obj, pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, empty, aborted);
     return obj;
 empty:
     return PCM_RSEQ_EMPTY;

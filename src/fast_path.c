@@ -25,7 +25,9 @@ void pcm_fast_path_choose(void)
         reason = "the C library registered no rseq area (glibc before 2.35, or glibc.pthread.rseq=0)";
     else if (pcm_rseq_cpu() < 0)
         reason = "the kernel keeps no CPU number in the rseq area (no rseq: qemu-user, valgrind, old kernel)";
-    else if (pcm_heap_count < pcm_os_cpu_count())
+    else if (pcm_os_possible_cpus() == 0)
+        reason = "/sys/devices/system/cpu/possible cannot be read, so a CPU number could lie past the heaps";
+    else if (pcm_heap_count < pcm_os_possible_cpus())
         reason = "PCMALLOC_CPUS gives fewer heaps than CPUs, so CPUs share caches";
     else {
         reason = "restartable sequences on glibc's rseq area";

@@ -70,13 +70,15 @@ static uint32_t clamp_limit(uint32_t limit)
 
 _Static_assert(CACHE_MAX * 2 <= PCM_DEPTH_MASK, "depth field holds a cache and a refill");
 
-/* The mapping: the ready bitmap's page(s), then the heaps.  Only the
- * shapes are written here: each heap's pages are first written when it is
- * made ready, so the heaps of CPUs that never allocate stay uncommitted. */
+/* The mapping: the ready bitmap's page(s), PCM_HEAP_GUARDS heaps' room
+ * never written, then the heaps.  Only the shapes are written here: each
+ * heap's pages are first written when it is made ready, so the heaps of
+ * CPUs that never allocate stay uncommitted. */
 bool pcm_heaps_init(unsigned count)
 {
     size_t bitmap = PCM_ALIGN_UP((count + PCM_WORD_BITS - 1) / PCM_WORD_BITS * sizeof(pcm_word_t), PCM_PAGE_SIZE);
-    size_t bytes = bitmap + (size_t)count * sizeof(struct pcm_heap);
+    size_t guards = PCM_HEAP_GUARDS * sizeof(struct pcm_heap);
+    size_t bytes = bitmap + guards + (size_t)count * sizeof(struct pcm_heap);
     char *map = pcm_os_map(bytes);
     if (!map)
         return false;
@@ -96,7 +98,7 @@ bool pcm_heaps_init(unsigned count)
     }
     pcm_heap_ready = (volatile pcm_word_t *)map;
     pcm_heap_count = count;
-    pcm_heaps = (struct pcm_heap *)(map + bitmap);
+    pcm_heaps = (struct pcm_heap *)(map + bitmap + guards);
     return true;
 }
 

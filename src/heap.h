@@ -172,6 +172,12 @@ _Static_assert(sizeof(struct pcm_heap) % PCM_PAGE_SIZE == 0, "a heap is whole pa
  * CPUs sharing heaps. */
 #define PCM_HEAPS_MAX 16384u
 
+/* Below heap 0 lie this many heaps' room that is never written, so its
+ * limits read 0: heaps -1 and -2, where the rseq pop lands for a thread
+ * whose cpu_id is -1 or -2 (no CPU number: percpu_rseq.h), and finds a
+ * stopped cache, without a compare of its own. */
+#define PCM_HEAP_GUARDS 2u
+
 extern struct pcm_heap *pcm_heaps __attribute__((visibility("hidden")));
 extern unsigned pcm_heap_count __attribute__((visibility("hidden")));
 /* Bit i of the bitmap: heap i is ready (its limits written).  Set once,

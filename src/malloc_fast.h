@@ -67,7 +67,7 @@ static inline unsigned class_of_slot0(const pcm_word_t *slot0)
 #define PCM_RSEQ_POP_RETURN(slot0, area, empty, aborted)                             \
     do {                                                                             \
         void *pcm_obj_;                                                              \
-        pcm_arch_rseq_pop(pcm_obj_, slot0, area, &pcm_heap_count, empty, aborted);   \
+        pcm_arch_rseq_pop(pcm_obj_, slot0, area, empty, aborted);                    \
         pcm_free_mark_clear(pcm_obj_);                                               \
         return pcm_obj_;                                                             \
     } while (0)

@@ -115,6 +115,10 @@ size_t pcm_os_page_size(void);
  * Reads files; meant for start-up, not the hot path.  errno is preserved.
  */
 unsigned pcm_os_cpu_count(void);
+/* The same from /sys alone: 0 where it cannot be read, so that a caller
+ * that must bound every CPU number the kernel gives (the rseq path) can
+ * tell the exact count from a guess.  errno is preserved. */
+unsigned pcm_os_possible_cpus(void);
 
 /* The parser behind pcm_os_cpu_count, exposed for its unit test: the
  * highest CPU number in a kernel CPU list + 1, or 0 if text[0..len) is

@@ -385,15 +385,22 @@ static long pcm_os_read_file(const char *path, char *buf, size_t cap)
     return (long)len;
 }
 
-unsigned pcm_os_cpu_count(void)
+unsigned pcm_os_possible_cpus(void)
 {
     int saved_errno = errno;
     unsigned count = 0;
-
     char text[512];
     long len = pcm_os_read_file("/sys/devices/system/cpu/possible", text, sizeof text);
     if (len > 0 && (size_t)len < sizeof text) /* a full buffer may be cut: distrust it */
         count = pcm_os_parse_cpu_list(text, (size_t)len);
+    errno = saved_errno;
+    return count;
+}
+
+unsigned pcm_os_cpu_count(void)
+{
+    int saved_errno = errno;
+    unsigned count = pcm_os_possible_cpus();
 
     if (count == 0) {
         cpu_set_t set;

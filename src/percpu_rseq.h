@@ -30,9 +30,12 @@
  * chosen once, before the first object is cached (fast_path.h).
  *
  * Each arch's arch_rseq.h (x86, x86_64, arm64) supplies, in assembly:
- *   pcm_arch_rseq_pop(obj, slot0, off, &cpus, empty, aborted) - a
- *       statement that pops into obj or jumps to a label (empty: the cache
- *       is, or the thread has no CPU number below cpus);
+ *   pcm_arch_rseq_pop(obj, slot0, off, empty, aborted) - a statement
+ *       that pops into obj or jumps to a label (empty: the cache is, or is
+ *       stopped, or the thread has no CPU number: cpu_id -1 or -2 finds
+ *       one of the guard heaps below heap 0, whose limits read 0 - with a
+ *       heap for every possible CPU, the only condition of this path, no
+ *       other cpu_id lies outside the heaps);
  *   pcm_arch_rseq_push(slot0, off, owner, obj, mark, other_cpu, full,
  *       aborted) - a statement that pushes obj or jumps to a label (full:
  *       the bin's limit, PCM_RSEQ_LIMIT_OFFSET above the slot, reached);

@@ -44,36 +44,32 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
     return (volatile struct rseq *)((char *)__builtin_thread_pointer() + off);
 }
 
-/* C: as in arch/x86_64/arch_rseq.h (pop).  Scratch: x9 (cpu, then the
- * slot), x10 (the next object). */
-#define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
-    do {                                                                                        \
+/* C: as in arch/x86_64/arch_rseq.h (pop): cpu_id sign-extended, so that
+ * -1 and -2 find the guard heaps below heap 0; obj 0 on every jump to
+ * empty.  Scratch: x9 (cpu, then the slot), x10 (the limit, then the next
+ * object). */
+#define pcm_arch_rseq_pop(obj_, slot0_, off_, empty, aborted)                                   \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
                  "1:\n\t"                                                                       \
-                 "mov %[obj], xzr\n\t" /* 0 on every way to empty (x86_64's note) */            \
-                 "ldr w9, [%[area], #4]\n\t" /* cpu_id, zero-extended */                        \
-                 "cmp w9, %w[cpus]\n\t"                                                         \
-                 "b.hs 2f\n\t"                                                                  \
+                 "ldrsw x9, [%[area], #4]\n\t" /* cpu_id, sign-extended */                      \
                  "add x9, %[slot], x9, lsl %[shift]\n\t"                                        \
-                 "ldr w10, [x9, %[limit]]\n\t" /* stopped (a drain): empty */                   \
-                 "cbz w10, 2f\n\t"                                                              \
+                 "ldr w10, [x9, %[limit]]\n\t" /* stopped, or a guard: empty */                 \
+                 "cbz w10, 5f\n\t"                                                              \
                  "ldr %[obj], [x9]\n\t"                                                         \
-                 "cbz %[obj], 2f\n\t"                                                           \
+                 "cbz %[obj], %l[" #empty "]\n\t"                                               \
                  "ldr x10, [%[obj]]\n\t"                                                        \
                  "str x10, [x9]\n\t" /* commit */                                               \
                  "2:\n\t"                                                                       \
                  ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
                  "4: b %l[" #aborted "]\n\t"                                                    \
+                 "5: mov %[obj], xzr\n\t"                                                       \
+                 "b %l[" #empty "]\n\t"                                                         \
                  ".popsection\n\t"                                                              \
                  : [obj] "=&r"(obj_)                                                            \
-                 : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)), [cpus] "r"(*(cpus_)), \
-                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),                                          \
-                   [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)                                           \
+                 : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
+                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)       \
                  : "x9", "x10", "memory", "cc"                                                  \
-                 : aborted);                                                                    \
-        if (!(obj_))                                                                            \
-            goto empty;                                                                         \
-    } while (0)
+                 : empty, aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then the
  * slot), x10 (top), x11 (depth, then word 1), x12 (the limit). */

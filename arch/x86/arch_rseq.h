@@ -44,9 +44,11 @@ static char pcm_rseq_anchor[0] __attribute__((section("__rseq_cs"), aligned(32),
 
 /* C: as in arch/x86_64/arch_rseq.h (pop), answering the object, 0 (go to
  * `empty`) or 1 (go to `aborted`): gcc loops allocating i386 registers
- * for an asm goto with an output here, so the branching is in C. */
+ * for an asm goto with an output here, so the branching is in C.  cpu_id
+ * -1 or -2 wraps, shifted and added, to heap -1 or -2: the guards below
+ * heap 0. */
 static inline __attribute__((always_inline)) void *
-pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
+pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off)
 {
     void *obj;
     pcm_word_t next;
@@ -54,11 +56,9 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
         PCM_RSEQ_DESCRIPTOR
         "1:\n\t"
         "movl %%gs:4(%[off]), %%eax\n\t" /* cpu_id */
-        "cmpl %[cpus], %%eax\n\t"
-        "jae 5f\n\t"
         "shll %[shift], %%eax\n\t"
         "addl %[slot0], %%eax\n\t"
-        "cmpl $0, %c[limit](%%eax)\n\t" /* stopped (a drain): empty */
+        "cmpl $0, %c[limit](%%eax)\n\t" /* stopped, or a guard: empty */
         "je 5f\n\t"
         "movl (%%eax), %[obj]\n\t"
         "testl %[obj], %[obj]\n\t"
@@ -75,15 +75,15 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off, const unsigned *cpus)
         ".popsection\n\t"
         "6:\n\t"
         : [obj] "=&r"(obj), [next] "=&r"(next)
-        : [slot0] "rm"(slot0), [off] "r"(off), [cpus] "m"(*cpus), [anchor] "r"(pcm_rseq_anchor),
+        : [slot0] "rm"(slot0), [off] "r"(off), [anchor] "r"(pcm_rseq_anchor),
           [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)
         : "eax", "memory", "cc");
     return obj;
 }
 
-#define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
+#define pcm_arch_rseq_pop(obj_, slot0_, off_, empty, aborted)                                   \
     do {                                                                                        \
-        void *pcm_popped_ = pcm_arch_rseq_pop_value((slot0_), (off_), (cpus_));                 \
+        void *pcm_popped_ = pcm_arch_rseq_pop_value((slot0_), (off_));                          \
         if (__builtin_expect((uintptr_t)pcm_popped_ <= 1, 0)) {                                 \
             if (pcm_popped_)                                                                    \
                 goto aborted;                                                                   \

@@ -53,54 +53,45 @@ _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG"
 #define PCM_RSEQ_SIGNATURE ".byte 0x0f, 0xb9, 0x3d\n\t.long 0x53053053\n\t"
 
 /*
- * C:  cpu = area->cpu_id;
- *     if (cpu >= *cpus) goto empty;            (also: no rseq, cpu_id < 0)
- *     if (the slot's bin's limit == 0) goto empty;   (stopped: a drain)
+ * C:  cpu = area->cpu_id;            (signed: -1 or -2 without a number)
+ *     if (the slot's bin's limit == 0) goto empty;
+ *                   (stopped: a drain; or heap -1 or -2, which lie below
+ *                    heap 0 unwritten, heap.h PCM_HEAP_GUARDS)
  *     obj = slot0[cpu * stride];
  *     if (!obj) goto empty;
  *     slot0[cpu * stride] = obj->next;                  <- commit
  *     (abort: goto aborted)
- * Every way to `empty` leaves the section at its end with obj 0 and ZF
- * set, and C takes the branch on ZF (a flag output: no test of obj after
- * the section): an asm goto's output is not to be trusted on a jump to a
- * label - gcc 12 compiled pop_any's "empty: return EMPTY" into "return
- * obj" on those jumps, and handed out whatever the register held.  The
- * two exits taken before obj is loaded zero it out of line (5:), which
- * sets ZF, so the way to a pop does not; on that way the test of obj
- * left ZF clear, and the moves after it keep it.  obj is in rax, where
- * malloc returns it.
+ * No compare of cpu with the number of heaps: the rseq path runs only
+ * with a heap for every possible CPU number (fast_path.c), and a thread
+ * without one reads a guard's limit of 0.  Every jump to `empty` has obj
+ * 0 in its register (the stopped way zeroes it out of line, at 5:): gcc
+ * 12 compiled pop_any's "empty: return EMPTY" into "return obj" on a jump
+ * from an asm goto to a label, as if the output were set there.  obj is
+ * in rax, where malloc returns it.
  */
-#define pcm_arch_rseq_pop(obj_, slot0_, off_, cpus_, empty, aborted)                            \
-    do {                                                                                        \
-    bool pcm_none_;                                                                             \
+#define pcm_arch_rseq_pop(obj_, slot0_, off_, empty, aborted)                                   \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                            \
                  "1:\n\t"                                                                       \
-                 "movl %%fs:4(%[off]), %%ecx\n\t" /* cpu_id */                                  \
-                 "cmpl %[cpus], %%ecx\n\t"                                                      \
-                 "jae 5f\n\t"                                                                   \
+                 "movslq %%fs:4(%[off]), %%rcx\n\t" /* cpu_id, sign-extended */                 \
                  "shlq %[shift], %%rcx\n\t"                                                     \
-                 "cmpl $0, %c[limit](%%rcx, %[slot])\n\t" /* stopped (a drain): empty */        \
+                 "cmpl $0, %c[limit](%%rcx, %[slot])\n\t" /* stopped, or a guard: empty */      \
                  "je 5f\n\t"                                                                    \
                  "movq (%%rcx, %[slot]), %[obj]\n\t"                                            \
                  "testq %[obj], %[obj]\n\t"                                                     \
-                 "jz 2f\n\t"                                                                    \
+                 "jz %l[" #empty "]\n\t"                                                        \
                  "movq (%[obj]), %%rdx\n\t"                                                     \
                  "movq %%rdx, (%%rcx, %[slot])\n\t" /* commit */                                \
                  "2:\n\t"                                                                       \
                  ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
                  "4: jmp %l[" #aborted "]\n\t"                                                  \
                  "5: xorl %k[obj], %k[obj]\n\t"                                                 \
-                 "jmp 2b\n\t"                                                                   \
+                 "jmp %l[" #empty "]\n\t"                                                       \
                  ".popsection\n\t"                                                              \
-                 : [obj] "=&a"(obj_) /* (PCM_RSEQ_DESCRIPTOR's rax, before obj) */,             \
-                   [none] "=@ccz"(pcm_none_)                                                    \
-                 : [slot] "r"(slot0_), [off] "r"(off_), [cpus] "m"(*(cpus_)),                   \
-                   [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)       \
-                 : "rcx", "rdx", "memory"                                                       \
-                 : aborted);                                                                    \
-        if (pcm_none_)                                                                          \
-            goto empty;                                                                         \
-    } while (0)
+                 : [obj] "=&a"(obj_) /* (PCM_RSEQ_DESCRIPTOR's rax, before obj) */              \
+                 : [slot] "r"(slot0_), [off] "r"(off_), [limit] "i"(PCM_RSEQ_LIMIT_OFFSET),     \
+                   [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)                                           \
+                 : "rcx", "rdx", "memory", "cc"                                                 \
+                 : empty, aborted)
 
 /*
  * C:  cpu = area->cpu_id;

@@ -574,7 +574,9 @@ PCM_TEST(os_cpu_count)
         }
         PCM_CHECK(count == highest, "count %u, /sys/devices/system/cpu/possible \"%s\" says %u",
                   count, text, highest);
+        PCM_CHECK(pcm_os_possible_cpus() == count, "possible CPUs %u, count %u", pcm_os_possible_cpus(), count);
     } else {
+        PCM_CHECK(pcm_os_possible_cpus() == 0, "possible CPUs %u without the file", pcm_os_possible_cpus());
         pcm_test_printf("  (no /sys/devices/system/cpu/possible: fallback count %u)\n", count);
     }
 }
