@@ -186,7 +186,7 @@ x86_64)
         "env PCMALLOC_RSEQ=0 PCM_TEST_EXPECT_FAST_PATH=cas LD_PRELOAD=$lib"
     audit_rseq x86_64
     # Real programs of the host (tests/programs/*.sh: CPython's tests, sqlite3,
-    # git, redis, gcc, perl, sort, python3) under LD_PRELOAD:
+    # git, redis, PostgreSQL, Node.js, gcc, perl, sort, python3) under LD_PRELOAD:
     # only where the build is the host's own architecture.
     for script in tests/programs/*.sh; do
         [ "$(basename "$script")" = lib.sh ] || run_binary programs "$script" env PCM_LIB="$lib" bash

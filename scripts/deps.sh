@@ -14,7 +14,8 @@ default_packages=(
     pkgconf groff-base dash                # make test-drop-in: pkg-config, the man page, POSIX sh
     clang libclang-rt-14-dev               # make test-fuzz: libFuzzer and ASan/UBSan runtimes (mk/fuzz.mk)
     libpython3.11-testsuite sqlite3 git    # ... (tests/programs/: CPython's own tests,
-    redis-server redis-tools               #      sqlite3, git, redis-server + redis-benchmark)
+    redis-server redis-tools               #      sqlite3, git, redis-server + redis-benchmark,
+    postgresql nodejs                      #      a PostgreSQL server + pgbench, Node.js)
 )
 if [ $# -gt 0 ]; then
     packages=("$@")
