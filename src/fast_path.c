@@ -19,15 +19,16 @@ static const char *reason = "start-up has not chosen yet";
 void pcm_fast_path_choose(void)
 {
 #ifdef PCM_ARCH_RSEQ
+    unsigned possible; /* read from /sys once, and only when it decides */
     if (!pcm_opts.rseq)
         reason = "PCMALLOC_RSEQ=0";
     else if (!pcm_cpu_rseq_present)
         reason = "the C library registered no rseq area (glibc before 2.35, or glibc.pthread.rseq=0)";
     else if (pcm_rseq_cpu() < 0)
         reason = "the kernel keeps no CPU number in the rseq area (no rseq: qemu-user, valgrind, old kernel)";
-    else if (pcm_os_possible_cpus() == 0)
+    else if ((possible = pcm_os_possible_cpus()) == 0)
         reason = "/sys/devices/system/cpu/possible cannot be read, so a CPU number could lie past the heaps";
-    else if (pcm_heap_count < pcm_os_possible_cpus())
+    else if (pcm_heap_count < possible)
         reason = "PCMALLOC_CPUS gives fewer heaps than CPUs, so CPUs share caches";
     else {
         reason = "restartable sequences on glibc's rseq area";

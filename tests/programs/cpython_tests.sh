@@ -80,9 +80,5 @@ if ! served=$(pcm_served "$work/pcm.err"); then
     tail -n 10 "$work/pcm.err"
     ok=0
 fi
-if [ "$ok" -eq 1 ]; then
-    pass "$name (same verdicts: $(cut -d' ' -f1 "$work/pcm.verdicts" | sort | uniq -c | xargs); main process's pcmalloc: $served)"
-else
-    failed=$((failed + 1))
-fi
+conclude "$ok" "$name (same verdicts: $(cut -d' ' -f1 "$work/pcm.verdicts" | sort | uniq -c | xargs); main process's pcmalloc: $served)"
 finish

@@ -54,11 +54,7 @@ compare_run() {
         echo "FAIL $name: exit status $plain_rc without pcmalloc, $pcm_rc with it"
         ok=0
     fi
-    if ! cmp -s "$work/plain.out" "$work/pcm.out"; then
-        echo "FAIL $name: output differs with pcmalloc preloaded:"
-        diff "$work/plain.out" "$work/pcm.out" | head -20
-        ok=0
-    fi
+    same_sessions "$name" || ok=0
     if [ "$plain_rc" -ne 0 ]; then
         echo "FAIL $name: exit status $plain_rc even without pcmalloc:"
         head -10 "$work/plain.err"
@@ -70,8 +66,24 @@ compare_run() {
         grep -v '^pcmalloc: ' "$work/pcm.err" | head -10
         ok=0
     fi
-    if [ "$ok" -eq 1 ]; then
-        pass "$name (same output, exit $pcm_rc; pcmalloc: $served)"
+    conclude "$ok" "$name (same output, exit $pcm_rc; pcmalloc: $served)"
+}
+
+# same_sessions NAME: what a run without pcmalloc and one with it printed
+# ($work/plain.out, $work/pcm.out) is the same; otherwise says how they
+# differ, naming test NAME, and returns 1.
+same_sessions() {
+    cmp -s "$work/plain.out" "$work/pcm.out" && return 0
+    echo "FAIL $1: the sessions differ (< without pcmalloc, > with it):"
+    diff "$work/plain.out" "$work/pcm.out" | head -30
+    return 1
+}
+
+# conclude OK MESSAGE: the test's verdict once its checks are made: passed
+# with MESSAGE where OK is 1 (each failed check said why), else one failure.
+conclude() {
+    if [ "$1" -eq 1 ]; then
+        pass "$2"
     else
         failed=$((failed + 1))
     fi

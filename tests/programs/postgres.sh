@@ -91,11 +91,7 @@ session plain
 session pcm LD_PRELOAD="$work/libpcmalloc.so" PCMALLOC_STATS=1
 name="postgres: initdb, pgbench -c 8 -j 2 -t $transactions, joins, sorts, jsonb"
 ok=1
-if ! cmp -s "$work/plain.out" "$work/pcm.out"; then
-    echo "FAIL $name: the sessions differ (< without pcmalloc, > with it):"
-    diff "$work/plain.out" "$work/pcm.out" | head -30
-    ok=0
-fi
+same_sessions "$name" || ok=0
 expected_history="t|$((8 * transactions))"
 if ! grep -qx "$expected_history" "$work/plain.out" || ! grep -qx 'psql exit 0' "$work/plain.out" ||
     ! grep -qx 'stop exit 0' "$work/plain.out"; then
@@ -113,9 +109,5 @@ if ! served=$(pcm_served "$work/pcm/server.log"); then
     tail -n 10 "$work/pcm/server.log"
     ok=0
 fi
-if [ "$ok" -eq 1 ]; then
-    pass "$name (same results; the server's processes: pcmalloc $served)"
-else
-    failed=$((failed + 1))
-fi
+conclude "$ok" "$name (same results; the server's processes: pcmalloc $served)"
 finish

@@ -137,11 +137,7 @@ session plain
 session pcm LD_PRELOAD="$PCM_LIB" PCMALLOC_STATS=1
 name="redis-server+redis-benchmark ($requests requests a test, $strings strings)"
 ok=1
-if ! cmp -s "$work/plain.out" "$work/pcm.out"; then
-    echo "FAIL $name: the sessions differ (< without pcmalloc, > with it):"
-    diff "$work/plain.out" "$work/pcm.out" | head -30
-    ok=0
-fi
+same_sessions "$name" || ok=0
 if ! grep -qx 'benchmark exit 0' "$work/plain.out" || ! grep -qx 'server exit 0' "$work/plain.out" ||
     ! grep -qx 'errors: 0, replies: [0-9]*' "$work/plain.out"; then
     echo "FAIL $name: the session failed even without pcmalloc:"
@@ -164,9 +160,5 @@ if ! bench_served=$(pcm_served "$work/pcm/benchmark.err"); then
 fi
 echo "     INFO memory without pcmalloc: $(memory_line plain)"
 echo "     INFO memory with pcmalloc:    $(memory_line pcm)"
-if [ "$ok" -eq 1 ]; then
-    pass "$name (same replies and digest; server's pcmalloc: $served; benchmark's: $bench_served)"
-else
-    failed=$((failed + 1))
-fi
+conclude "$ok" "$name (same replies and digest; server's pcmalloc: $served; benchmark's: $bench_served)"
 finish
