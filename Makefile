@@ -265,6 +265,7 @@ rseq-simulation-lib:
 bench-quick: lib rseq-simulation-lib
 	scripts/bench_deps.sh
 	python3 bench/test_variants.py
+	python3 bench/test_report.py
 	python3 bench/test_overlap.py
 	python3 bench/test_plot.py
 	BENCH_QUICK=1 BENCH_STRICT=1 BENCH_THREADS="1 2 16" \

@@ -13,7 +13,10 @@
  *   larson threads=T slots=S rounds=R ops=N min=16 max=400
  * N replacements in all, split evenly over threads and rounds; prints
  * replacements (a free and a malloc each) per second. Filling the tables
- * at the start is timed too; the final cleanup is not.
+ * at the start is timed too; the final cleanup is not. Also prints
+ *   measures: fastest_round_ms=F median_round_ms=M slowest_round_ms=S
+ * the wall time of its rounds: on some machines an allocator's runs fall
+ * into a fast and a slow mode (bench/README.md), which these show.
  */
 #include "bench.h"
 
@@ -30,6 +33,8 @@ struct table {
 
 static struct table tables[256];
 static pthread_barrier_t round_barrier;
+/* Each round's seconds, read by thread 0 as the round's barrier lets it go. */
+static double *round_seconds;
 static long slot_count, round_count, ops_per_turn, min_size, max_size;
 static int thread_count;
 
@@ -49,6 +54,7 @@ static void serve(int index, void *unused)
     for (long s = 0; s < slot_count; s++)
         own->slots[s].object = make_object(own, index);
     pthread_barrier_wait(&round_barrier);
+    double round_began = index == 0 ? bench_now() : 0;
 
     for (long round = 0; round < round_count; round++) {
         int table_index = (int)((index + round) % thread_count);
@@ -61,7 +67,27 @@ static void serve(int index, void *unused)
         }
         /* Hand the table on only when its current server is done with it. */
         pthread_barrier_wait(&round_barrier);
+        if (index == 0) {
+            double now = bench_now();
+            round_seconds[round] = now - round_began;
+            round_began = now;
+        }
     }
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void report_rounds(void)
+{
+    qsort(round_seconds, (size_t)round_count, sizeof *round_seconds, by_value);
+    long mid = round_count / 2;
+    double median = round_count % 2 ? round_seconds[mid] : (round_seconds[mid - 1] + round_seconds[mid]) / 2;
+    printf("measures: fastest_round_ms=%.3f median_round_ms=%.3f slowest_round_ms=%.3f\n",
+           round_seconds[0] * 1e3, median * 1e3, round_seconds[round_count - 1] * 1e3);
 }
 
 int main(int argc, char **argv)
@@ -86,6 +112,8 @@ int main(int argc, char **argv)
         tables[i].slots = bench_check_alloc(malloc(size), size);
     }
     pthread_barrier_init(&round_barrier, NULL, (unsigned)thread_count);
+    size_t rounds_size = (size_t)round_count * sizeof *round_seconds;
+    round_seconds = bench_check_alloc(malloc(rounds_size), rounds_size);
 
     double elapsed = bench_run_threads(thread_count, serve, NULL);
 
@@ -98,6 +126,8 @@ int main(int argc, char **argv)
         checksum += tables[i].checksum;
         free(tables[i].slots);
     }
+    report_rounds();
+    free(round_seconds);
     double done = (double)ops_per_turn * (double)thread_count * (double)round_count;
     bench_report_throughput(done, elapsed, "ops/s", checksum);
     return 0;

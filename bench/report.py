@@ -304,14 +304,16 @@ class Report:
         self._measures(benchmark)
         self._image(benchmark.name, benchmark.title)
 
-    def _measures(self, benchmark):
-        """The program's own measures (medians over repetitions), if it prints any."""
+    def _measures(self, benchmark, which=""):
+        """The program's own measures (medians over repetitions), if it prints any;
+        `which` names the runs they come from (aggregate.measures keeps the
+        1-thread runs of a threaded benchmark)."""
         rows = [(a.name, self.measures[(benchmark.name, a.name)]) for a in self.allocators
                 if (benchmark.name, a.name) in self.measures]
         if not rows:
             return
         keys = list(rows[0][1])
-        self._out("The program's own measures (median of the repetitions; see the program's banner):", "",
+        self._out(f"The program's own measures ({which}median of the repetitions; see the program's banner):", "",
                   "| allocator | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys))
         for name, values in rows:
             self._out(f"| {name} | " + " | ".join(_number(values[k]) if k in values else "" for k in keys) + " |")
@@ -352,6 +354,7 @@ class Report:
             if any(cells):
                 self._out(f"| {a.name} | " + " | ".join(cells) + f" | {rss} |")
         self._out("")
+        self._measures(benchmark, "the 1-thread runs, ")
         self._image(benchmark.name, benchmark.title)
 
     def _fastpath(self, number):
