@@ -75,10 +75,6 @@ if ! cmp -s "$work/plain.verdicts" "$work/pcm.verdicts"; then
         sed -n 's/^> \(failure\|error\) //p' | head -n 3) | head -n 45
     ok=0
 fi
-if ! served=$(pcm_served "$work/pcm.err"); then
-    echo "FAIL $name: no pcmalloc statistics from the main process: it did not serve the program"
-    tail -n 10 "$work/pcm.err"
-    ok=0
-fi
+check_served "$name" served "$work/pcm.err" "from the main process: it did not serve the program" || ok=0
 conclude "$ok" "$name (same verdicts: $(cut -d' ' -f1 "$work/pcm.verdicts" | sort | uniq -c | xargs); main process's pcmalloc: $served)"
 finish

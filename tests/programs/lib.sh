@@ -61,11 +61,7 @@ compare_run() {
         ok=0
     fi
     local served
-    if ! served=$(pcm_served "$work/pcm.err"); then
-        echo "FAIL $name: no pcmalloc statistics in its stderr: it did not serve the program"
-        grep -v '^pcmalloc: ' "$work/pcm.err" | head -10
-        ok=0
-    fi
+    check_served "$name" served "$work/pcm.err" "in its stderr: it did not serve the program" || ok=0
     conclude "$ok" "$name (same output, exit $pcm_rc; pcmalloc: $served)"
 }
 
@@ -107,6 +103,20 @@ pcm_served() {
              printf "%d segments, %d objects served%s\n", segments, served,
                  (reports > 1) ? " in " reports " processes" : ""
          }' "$1"
+}
+
+# check_served NAME VAR FILE WHERE: sets VAR to pcm_served FILE; where FILE
+# holds no statistics, says so for test NAME ("no pcmalloc statistics
+# WHERE"), shows FILE's last lines and returns 1.
+check_served() {
+    local summary
+    if summary=$(pcm_served "$3"); then
+        printf -v "$2" '%s' "$summary"
+        return 0
+    fi
+    echo "FAIL $1: no pcmalloc statistics $4"
+    tail -n 10 "$3"
+    return 1
 }
 
 # pass MESSAGE / fail MESSAGE: one test's verdict, printed and counted.

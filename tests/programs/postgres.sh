@@ -104,10 +104,6 @@ if grep -E 'PANIC|terminated by signal|server process .* exited with' "$work/pcm
     echo "FAIL $name: the preloaded server's log reports the above"
     ok=0
 fi
-if ! served=$(pcm_served "$work/pcm/server.log"); then
-    echo "FAIL $name: no pcmalloc statistics in the preloaded server's log"
-    tail -n 10 "$work/pcm/server.log"
-    ok=0
-fi
+check_served "$name" served "$work/pcm/server.log" "in the preloaded server's log" || ok=0
 conclude "$ok" "$name (same results; the server's processes: pcmalloc $served)"
 finish

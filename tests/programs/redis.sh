@@ -148,16 +148,8 @@ if [ "$plain_mapped" != no ] || [ "$pcm_mapped" != yes ]; then
     echo "FAIL $name: libpcmalloc.so in the server's maps: $plain_mapped without it, $pcm_mapped with it"
     ok=0
 fi
-if ! served=$(pcm_served "$work/pcm/server.err"); then
-    echo "FAIL $name: no pcmalloc statistics from the server at exit"
-    tail -n 10 "$work/pcm/server.err"
-    ok=0
-fi
-if ! bench_served=$(pcm_served "$work/pcm/benchmark.err"); then
-    echo "FAIL $name: no pcmalloc statistics from redis-benchmark at exit"
-    tail -n 10 "$work/pcm/benchmark.err"
-    ok=0
-fi
+check_served "$name" served "$work/pcm/server.err" "from the server at exit" || ok=0
+check_served "$name" bench_served "$work/pcm/benchmark.err" "from redis-benchmark at exit" || ok=0
 echo "     INFO memory without pcmalloc: $(memory_line plain)"
 echo "     INFO memory with pcmalloc:    $(memory_line pcm)"
 conclude "$ok" "$name (same replies and digest; server's pcmalloc: $served; benchmark's: $bench_served)"
