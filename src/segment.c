@@ -273,10 +273,55 @@ static size_t last_page_set(const pcm_word_t *map, size_t page, size_t end)
     }
 }
 
+/* Two words of a page bitmap as one number: a window may cross a word's
+ * end. */
+#if UINTPTR_MAX > 0xffffffffu
+typedef unsigned __int128 word_pair;
+#else
+typedef uint64_t word_pair;
+#endif
+_Static_assert(sizeof(word_pair) == 2 * sizeof(pcm_word_t), "a pair of bitmap words");
+
+/* The spare pages (free and touched) of word w, the header's left out. */
+static inline pcm_word_t spare_word(const struct pcm_segment *s, size_t w)
+{
+    return ~s->page_used[w] & s->page_touched[w] & word_mask(w, s->header_pages, PCM_SEGMENT_PAGES - 1);
+}
+
+/* The first window of `pages` spare pages (pages <= PCM_WORD_BITS), or
+ * SIZE_MAX: the place best_window picks whenever there is one, found
+ * without walking the runs.  A word and the next as one number x, x & x
+ * >> 1 has a bit where two spare pages in a row start, and doubling the
+ * shift each step gets to `pages` in a row in log2(pages) steps; a window
+ * that starts in a word ends in it or the next.  A big class's span cut
+ * and released for each malloc (sizeclass.c) made the search by runs
+ * cost 250 instructions a malloc in a segment full of short runs. */
+static size_t first_spare_window(const struct pcm_segment *s, size_t pages)
+{
+    size_t words = ((size_t)s->high + PCM_WORD_BITS - 1) / PCM_WORD_BITS; /* (none spare past high) */
+    pcm_word_t next = words ? spare_word(s, 0) : 0;
+    for (size_t w = 0; w < words; w++) {
+        pcm_word_t word = next;
+        next = w + 1 < words ? spare_word(s, w + 1) : 0;
+        if (!word)
+            continue;
+        word_pair starts = (word_pair)word | (word_pair)next << PCM_WORD_BITS;
+        size_t run = 1;
+        for (; run * 2 <= pages; run *= 2)
+            starts &= starts >> run;
+        starts &= starts >> (pages - run);
+        if ((pcm_word_t)starts)
+            return w * PCM_WORD_BITS + (size_t)__builtin_ctzl((unsigned long)(pcm_word_t)starts);
+    }
+    return SIZE_MAX;
+}
+
 /* Windows of `pages` free pages, in order of their first page, each
  * counting the touched pages in it; the first window with the fewest
- * untouched pages wins, and with first_fit the first window at all.  The
- * bitmaps are read a word at a time: runs of used pages are skipped, and
+ * untouched pages wins, and with `spare` 0 (none to look for) the first
+ * window at all.  A window of spare pages alone, where there is one, is
+ * found by first_spare_window.  Otherwise the bitmaps are read a word at
+ * a time: runs of used pages are skipped, and
  * within a run of free pages only the windows that hold one of its
  * touched pages can beat its first: those from the one that ends at the
  * first touched page to the one that starts past the last, a page at a
@@ -284,8 +329,16 @@ static size_t last_page_set(const pcm_word_t *map, size_t page, size_t end)
  * segment filling up with one-page spans, or a fresh one, costs a few
  * words per search, not a page each), and a span that went back is found
  * by a bit search, not by counting the pages of every run before it. */
-static size_t best_window(const struct pcm_segment *s, size_t pages, bool first_fit, size_t *first)
+static size_t best_window(const struct pcm_segment *s, size_t pages, size_t spare, size_t *first)
 {
+    bool first_fit = spare == 0;
+    if (spare >= pages && pages <= PCM_WORD_BITS) {
+        size_t at = first_spare_window(s, pages);
+        if (at != SIZE_MAX) {
+            *first = at;
+            return 0;
+        }
+    }
     size_t best = SIZE_MAX;
     for (size_t from = s->header_pages; from < PCM_SEGMENT_PAGES;) {
         from = next_page(s->page_used, from, PCM_SEGMENT_PAGES, false);
@@ -329,7 +382,7 @@ size_t pcm_segment_place_span(const struct pcm_segment *s, size_t pages, size_t 
 {
     if (s->free_pages < pages || pages - (spare < pages ? spare : pages) >= beat)
         return SIZE_MAX; /* no room, or it cannot do better: no need to look */
-    size_t fresh = best_window(s, pages, spare == 0, first);
+    size_t fresh = best_window(s, pages, spare, first);
     return fresh < beat ? fresh : SIZE_MAX;
 }
 

@@ -461,7 +461,7 @@ PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
     memcpy(touched, s->page_touched, sizeof touched);
     uint32_t free_pages = s->free_pages, high = s->high;
     uint64_t rng = 0x9e3779b97f4a7c15u;
-    unsigned wrong = 0, found = 0;
+    unsigned wrong = 0, found = 0, all_spare = 0;
     for (unsigned trial = 0; trial < 20000 && wrong < 5; trial++) {
         /* Bitmaps of several shapes: pages used or touched at random, in
          * runs, or by whole words (the search's shortcuts). */
@@ -498,6 +498,7 @@ PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
         size_t got = pcm_segment_place_span(s, pages, first_fit ? 0 : spare_in(s, 0, PCM_SEGMENT_PAGES), SIZE_MAX,
                                             &got_first);
         found += want != SIZE_MAX;
+        all_spare += !first_fit && want == 0 && pages > 1; /* (first_spare_window's answer) */
         if (got != want || (want != SIZE_MAX && got_first != want_first)) {
             wrong++;
             PCM_CHECK(0, "trial %u (%zu pages, %s): %zu fresh at page %zu, the rule says %zu at %zu", trial, pages,
@@ -509,4 +510,5 @@ PCM_TEST(segment_place_span_agrees_with_a_page_by_page_search)
     s->free_pages = free_pages;
     s->high = high;
     PCM_CHECK(found > 1000, "only %u trials had a place: the shapes test too little", found);
+    PCM_CHECK(all_spare > 500, "only %u trials had a window of spare pages alone", all_spare);
 }
