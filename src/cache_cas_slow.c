@@ -18,7 +18,7 @@
 static void *refill_locked(struct pcm_heap *h, unsigned cls)
 {
     void *first, *last;
-    unsigned count = pcm_heap_cut_locked(h, cls, pcm_heap_batch(h, cls), false, &first, &last);
+    unsigned count = pcm_heap_cut_locked(h, cls, pcm_heap_refill_batch(h, cls), false, &first, &last);
     pcm_heap_refilled_locked(h, cls);
     if (!count)
         return NULL;

@@ -213,7 +213,7 @@ static void *refill(struct pcm_heap *h, unsigned cls)
         void *last;
         if (cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(h, cls))
             return_other_big_locked(h, cls);
-        count = pcm_heap_cut_locked(h, cls, pcm_heap_batch(h, cls), true, &obj, &last);
+        count = pcm_heap_cut_locked(h, cls, pcm_heap_refill_batch(h, cls), true, &obj, &last);
         pcm_heap_refilled_locked(h, cls);
         if (count) {
             void *rest = *(void **)obj;

@@ -238,6 +238,15 @@ unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
     return batch > BATCH_MAX ? BATCH_MAX : batch ? batch : 1;
 }
 
+unsigned pcm_heap_refill_batch(const struct pcm_heap *h, unsigned cls)
+{
+    if (cls >= PCM_CLASS_BIG_FIRST)
+        for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
+            if (c != cls && pcm_bin_listed_hint(&h->bins[c]))
+                return 1;
+    return pcm_heap_batch(h, cls);
+}
+
 bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls)
 {
     size_t idle = pcm_class_size(cls);
