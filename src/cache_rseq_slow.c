@@ -171,20 +171,22 @@ static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
             pcm_heap_return_chain_locked(h, take_all_on(h, pcm_rseq_slot0(c)));
 }
 
-/* A big object of a class above cls, up to twice its size, cached on h's
- * CPU (lock held): handed out for cls, where cutting a span beside it
- * would commit more pages (heap.h: pcm_heap_big_idle_over).  The rest of
- * that cache goes back.  NULL if there is none. */
+/* A big object of a class above cls, up to twice its size, cached on the
+ * thread's CPU (h's, lock held): handed out for cls, where cutting a span
+ * beside it would commit more pages (heap.h: pcm_heap_big_idle_over).
+ * NULL if there is none.  The rest of that cache stays: sent home, it
+ * left the caches of a program of assorted big buffers mostly empty, and
+ * most of its mallocs took this path (random sizes of 16..64 KiB, 30 live:
+ * 11.1 M mallocs/s, 13.5 M with the rest kept; peak RSS 4.2 and 4.1 MB,
+ * mimalloc's 6.8). */
 static void *take_bigger_locked(struct pcm_heap *h, unsigned cls)
 {
     for (unsigned c = cls + 1, end = pcm_big_stand_ins_end(cls); c < end; c++) {
         if (!pcm_bin_listed_hint(&h->bins[c]))
             continue;
-        void *chain = take_all_on(h, pcm_rseq_slot0(c));
-        if (chain) {
-            pcm_heap_return_chain_locked(h, *(void **)chain);
-            return chain;
-        }
+        void *obj = pop_any(c);
+        if (obj != PCM_RSEQ_EMPTY)
+            return obj;
     }
     return NULL;
 }
