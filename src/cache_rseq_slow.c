@@ -172,14 +172,14 @@ static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
 }
 
 /* A big object of a class above cls, up to twice its size, cached on the
- * thread's CPU (h's, lock held): handed out for cls, where cutting a span
- * beside it would commit more pages (heap.h: pcm_heap_big_idle_over).
- * NULL if there is none.  The rest of that cache stays: sent home, it
- * left the caches of a program of assorted big buffers mostly empty, and
- * most of its mallocs took this path (random sizes of 16..64 KiB, 30 live:
- * 11.1 M mallocs/s, 13.5 M with the rest kept; peak RSS 4.2 and 4.1 MB,
- * mimalloc's 6.8). */
-static void *take_bigger_locked(struct pcm_heap *h, unsigned cls)
+ * thread's CPU (h's): handed out for cls, where cutting a span beside it
+ * would commit more pages (heap.h: pcm_heap_big_idle_over).  NULL if there
+ * is none.  No lock: a pop changes no span.  The rest of that cache stays:
+ * sent home, it left the caches of a program of assorted big buffers
+ * mostly empty, and most of its mallocs took this path (random sizes of
+ * 16..64 KiB, 30 live: 11.1 M mallocs/s, 13.5 M with the rest kept; peak
+ * RSS 4.2 and 4.1 MB, mimalloc's 6.8). */
+static void *take_bigger(const struct pcm_heap *h, unsigned cls)
 {
     for (unsigned c = cls + 1, end = pcm_big_stand_ins_end(cls); c < end; c++) {
         if (!pcm_bin_listed_hint(&h->bins[c]))
@@ -209,8 +209,6 @@ static void *refill(struct pcm_heap *h, unsigned cls)
          * out), not through their spans. */
         pcm_heap_refilled_locked(h, cls);
         cache_chain_locked(h, cls, *(void **)obj, count - 1);
-    } else if (cls >= PCM_CLASS_BIG_FIRST && (obj = take_bigger_locked(h, cls)) != NULL) {
-        /* (one object, no caching: as a refill of a big class would cut) */
     } else {
         void *last;
         if (cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(h, cls))
@@ -241,9 +239,17 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
     } else {
         obj = PCM_RSEQ_EMPTY;
     }
+    int cpu;
+    if (obj == PCM_RSEQ_EMPTY && cls >= PCM_CLASS_BIG_FIRST && (cpu = pcm_rseq_cpu()) >= 0 &&
+        pcm_heap_is_ready((unsigned)cpu)) {
+        /* (a big class: before the lock, the decay check and a refill) */
+        void *bigger = take_bigger(&pcm_heaps[cpu], cls);
+        if (bigger)
+            obj = bigger;
+    }
     if (obj == PCM_RSEQ_EMPTY) {
         pcm_decay_maybe();
-        int cpu = pcm_rseq_cpu();
+        cpu = pcm_rseq_cpu();
         if (cpu >= 0) {
             obj = refill(&pcm_heaps[cpu], cls);
         } else {

@@ -95,6 +95,10 @@ bool pcm_heaps_init(unsigned count)
         pcm_bin_shapes[c].start = clamp_limit(CACHE_START_BYTES / size);
         uint32_t outgoing = PCM_OUTGOING_BYTES / size;
         pcm_bin_shapes[c].outgoing = outgoing < 1 ? 1 : outgoing > PCM_OUTGOING_LIMIT ? PCM_OUTGOING_LIMIT : outgoing;
+        unsigned end = c + 1;
+        while (end < PCM_CLASS_COUNT && pcm_class_size(end) <= 2 * (size_t)size)
+            end++;
+        pcm_bin_shapes[c].stand_ins_end = end;
     }
     pcm_heap_ready = (volatile pcm_word_t *)map;
     pcm_heap_count = count;

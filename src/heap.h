@@ -111,6 +111,7 @@ struct pcm_bin_shape {
     uint32_t limit; /* most objects a cache of the class ever holds */
     uint32_t start; /* its limit until it proves too small (pcm_heap_flushed_locked) */
     uint32_t outgoing; /* the limit of an outgoing list (classes that have one) */
+    uint32_t stand_ins_end; /* pcm_big_stand_ins_end */
 };
 extern struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT] __attribute__((visibility("hidden")));
 
@@ -323,13 +324,11 @@ bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls);
 
 /* The classes whose cached objects a refill of big class cls may hand out
  * in its place are cls + 1 up to the one this returns, exclusive: those at
- * most twice its size. */
+ * most twice its size (pcm_bin_shapes: counted once, not by a loop over
+ * the class sizes for each malloc that looks). */
 static inline unsigned pcm_big_stand_ins_end(unsigned cls)
 {
-    unsigned c = cls + 1;
-    while (c < PCM_CLASS_COUNT && pcm_class_size(c) <= 2 * pcm_class_size(cls))
-        c++;
-    return c;
+    return pcm_bin_shapes[cls].stand_ins_end;
 }
 
 /* ---- the span layer (heap.c); `_locked`: with that heap's lock ---- */

@@ -8,7 +8,8 @@
  * PCM_BIG_IDLE_BYTES of a big class up to 64 KiB), or one object of a
  * bigger one; and a refill of a big
  * class sends the other big classes' objects home, so their pages serve
- * it.  The thread is pinned,
+ * it, after taking a cached object of a class up to twice its size if
+ * there is one (the rest of that cache left there).  The thread is pinned,
  * so one heap's cache serves it throughout; both paths run it (the suite
  * runs with rseq on and off).
  */
@@ -314,5 +315,68 @@ PCM_TEST(big_class_refill_takes_a_cached_bigger_object)
         pcm_free(small);
     }
     pcm_free(held);
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* The stand-ins of each big class, counted at start-up: every class above
+ * it up to twice its size, and no other. */
+PCM_TEST(big_class_stand_ins_are_the_classes_up_to_twice_its_size)
+{
+    pcm_free(pcm_malloc(1)); /* start-up */
+    for (unsigned cls = PCM_CLASS_BIG_FIRST; cls < PCM_CLASS_COUNT; cls++) {
+        unsigned end = pcm_big_stand_ins_end(cls);
+        size_t most = 2 * pcm_class_size(cls);
+        PCM_CHECK(end > cls && end <= PCM_CLASS_COUNT, "class %u: stand-ins end at %u", cls, end);
+        PCM_CHECK(end == cls + 1 || pcm_class_size(end - 1) <= most, "class %u (%zu bytes): stand-in %u is %zu bytes",
+                  cls, pcm_class_size(cls), end - 1, pcm_class_size(end - 1));
+        PCM_CHECK(end == PCM_CLASS_COUNT || pcm_class_size(end) > most,
+                  "class %u (%zu bytes): class %u (%zu bytes) is no stand-in", cls, pcm_class_size(cls), end,
+                  pcm_class_size(end));
+    }
+}
+
+/* The stand-in comes off the top of the bigger class's cache, and the rest
+ * of that cache stays there: the next malloc of that class takes it with
+ * no refill (sent home, it had left the caches of a program of assorted
+ * big buffers mostly empty). */
+#define REST_SMALL (40u * 1024)
+#define REST_BIG (60u * 1024)
+
+PCM_TEST(big_class_stand_in_leaves_the_rest_cached)
+{
+    cpu_set_t saved;
+    if (!pin_to_first_cpu(&saved))
+        return;
+    struct pcm_heap *h = pcm_heap_current();
+    unsigned small_cls = pcm_size_class(REST_SMALL), big_cls = pcm_size_class(REST_BIG);
+    PCM_REQUIRE(small_cls >= PCM_CLASS_BIG_FIRST && pcm_class_size(big_cls) <= 2 * pcm_class_size(small_cls) &&
+                    pcm_bin_shapes[big_cls].limit >= 2,
+                "%u and %u bytes: not big classes a factor of 2 apart, the bigger cached two at a time", REST_SMALL,
+                REST_BIG);
+    void *held[4] = {NULL};
+    unsigned held_count = 0;
+    while (held_count < 4 && (pcm_bin_listed_hint(&h->bins[small_cls]) || pcm_bin_listed_hint(&h->bins[big_cls])))
+        held[held_count++] = pcm_malloc(pcm_bin_listed_hint(&h->bins[small_cls]) ? REST_SMALL : REST_BIG);
+    PCM_REQUIRE(!pcm_bin_listed_hint(&h->bins[small_cls]) && !pcm_bin_listed_hint(&h->bins[big_cls]),
+                "the %u- and %u-byte caches hold more than 4 objects", REST_SMALL, REST_BIG);
+    void *first = pcm_malloc(REST_BIG), *second = pcm_malloc(REST_BIG);
+    PCM_REQUIRE(first && second, "out of memory");
+    /* (A cache starts at one object of this class, and a refill may set
+     * its limit.) */
+    pcm_bin_set_limit(&h->bins[big_cls], pcm_bin_shapes[big_cls].limit);
+    pcm_free(first);
+    pcm_free(second);
+    void *small = pcm_malloc(REST_SMALL);
+    PCM_CHECK(small == second, "%s path: %u bytes at %p, where the cached %u-byte objects are at %p (top) and %p",
+              pcm_fast_path_name(), REST_SMALL, small, REST_BIG, second, first);
+    pcm_word_t refills = h->stats.refills;
+    void *again = pcm_malloc(REST_BIG);
+    PCM_CHECK(again == first && h->stats.refills == refills,
+              "%s path: %u bytes at %p after %lu refills, where %p stayed cached (%lu refills before)",
+              pcm_fast_path_name(), REST_BIG, again, (unsigned long)h->stats.refills, first, (unsigned long)refills);
+    pcm_free(again);
+    pcm_free(small);
+    while (held_count)
+        pcm_free(held[--held_count]);
     sched_setaffinity(0, sizeof saved, &saved);
 }
