@@ -17,8 +17,17 @@
 /* Cut a batch from the locked heap; return one, cache the rest there. */
 static void *refill_locked(struct pcm_heap *h, unsigned cls)
 {
+    bool others_home;
+    unsigned want = pcm_heap_refill_plan(h, cls, &others_home);
+    if (others_home) {
+        /* The other big classes' cached objects home first: the span cut
+         * next can go over their pages (heap.h). */
+        for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
+            if (pcm_bin_listed_hint(&h->bins[c]))
+                pcm_heap_return_chain_locked(h, pcm_cache_take_all(&h->bins[c].cache));
+    }
     void *first, *last;
-    unsigned count = pcm_heap_cut_locked(h, cls, pcm_heap_refill_batch(h, cls), false, &first, &last);
+    unsigned count = pcm_heap_cut_locked(h, cls, want, false, &first, &last);
     pcm_heap_refilled_locked(h, cls);
     if (!count)
         return NULL;
@@ -40,17 +49,10 @@ void *pcm_heap_alloc_slow(struct pcm_heap *h, unsigned cls)
     /* Another thread may have refilled the cache while we waited. */
     void *obj = pcm_cache_pop(&locked->bins[cls].cache);
     /* A big class: a cached object of a class up to twice as big will do
-     * (heap.h: pcm_heap_big_idle_over). */
+     * (heap.h: pcm_heap_refill_plan). */
     if (!obj && cls >= PCM_CLASS_BIG_FIRST)
         for (unsigned c = cls + 1, end = pcm_big_stand_ins_end(cls); !obj && c < end; c++)
             obj = pcm_cache_pop(&locked->bins[c].cache);
-    if (!obj && cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(locked, cls)) {
-        /* The other big classes' cached objects home first: the span cut
-         * next can go over their pages (heap.h). */
-        for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-            if (pcm_bin_listed_hint(&locked->bins[c]))
-                pcm_heap_return_chain_locked(locked, pcm_cache_take_all(&locked->bins[c].cache));
-    }
     if (!obj)
         obj = refill_locked(locked, cls);
     pcm_heap_unlock(locked);

@@ -161,7 +161,7 @@ static void *take_all_on(struct pcm_heap *h, pcm_word_t *slot0)
 }
 
 /* Before a refill of big class cls cuts a span on h's CPU (lock held;
- * pcm_heap_big_idle_over): the other big classes' cached objects go home,
+ * pcm_heap_refill_plan): the other big classes' cached objects go home,
  * their one-object spans back to the segment, so the new span can go over
  * their pages. */
 static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
@@ -173,7 +173,7 @@ static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
 
 /* A big object of a class above cls, up to twice its size, cached on the
  * thread's CPU (h's): handed out for cls, where cutting a span beside it
- * would commit more pages (heap.h: pcm_heap_big_idle_over).  NULL if there
+ * would commit more pages (heap.h: pcm_heap_refill_plan).  NULL if there
  * is none.  No lock: a pop changes no span.  The rest of that cache stays:
  * sent home, it left the caches of a program of assorted big buffers
  * mostly empty, and most of its mallocs took this path (random sizes of
@@ -211,9 +211,11 @@ static void *refill(struct pcm_heap *h, unsigned cls)
         cache_chain_locked(h, cls, *(void **)obj, count - 1);
     } else {
         void *last;
-        if (cls >= PCM_CLASS_BIG_FIRST && pcm_heap_big_idle_over(h, cls))
+        bool others_home;
+        unsigned want = pcm_heap_refill_plan(h, cls, &others_home);
+        if (others_home)
             return_other_big_locked(h, cls);
-        count = pcm_heap_cut_locked(h, cls, pcm_heap_refill_batch(h, cls), true, &obj, &last);
+        count = pcm_heap_cut_locked(h, cls, want, true, &obj, &last);
         pcm_heap_refilled_locked(h, cls);
         if (count) {
             void *rest = *(void **)obj;

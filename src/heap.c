@@ -43,7 +43,7 @@ static volatile pcm_word_t prepare_lock;
  * 34 M objects/s without it, 136 M with it, tcmalloc 151 M); above 64 KiB
  * it let those 18 classes alone hold 9 MiB more, and a refill of a class
  * above 64 KiB may empty the others' caches (heap.h:
- * pcm_heap_big_idle_over).  With one object to a span, each object beyond
+ * pcm_heap_refill_plan).  With one object to a span, each object beyond
  * the cache's room costs a span cut and released: batches of 8 objects of
  * 20,000 bytes ran at 19 M objects/s with the floor of 4 alone, 330 M with
  * room for 12 (the span of 8 objects before: 99 M; tcmalloc 180-410 M);
@@ -242,22 +242,21 @@ unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls)
     return batch > BATCH_MAX ? BATCH_MAX : batch ? batch : 1;
 }
 
-unsigned pcm_heap_refill_batch(const struct pcm_heap *h, unsigned cls)
+unsigned pcm_heap_refill_plan(const struct pcm_heap *h, unsigned cls, bool *others_home)
 {
-    if (cls >= PCM_CLASS_BIG_FIRST)
-        for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-            if (c != cls && pcm_bin_listed_hint(&h->bins[c]))
-                return 1;
-    return pcm_heap_batch(h, cls);
-}
-
-bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls)
-{
+    *others_home = false;
+    if (cls < PCM_CLASS_BIG_FIRST)
+        return pcm_heap_batch(h, cls);
     size_t idle = pcm_class_size(cls);
-    for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++)
-        if (pcm_bin_listed_hint(&h->bins[c]))
+    bool others = false;
+    for (unsigned c = PCM_CLASS_BIG_FIRST; c < PCM_CLASS_COUNT; c++) {
+        if (c != cls && pcm_bin_listed_hint(&h->bins[c])) {
+            others = true;
             idle += pcm_class_size(c);
-    return idle > PCM_BIG_IDLE_BYTES;
+        }
+    }
+    *others_home = idle > PCM_BIG_IDLE_BYTES;
+    return others ? 1 : pcm_heap_batch(h, cls);
 }
 
 /* ---- the partial list of a bin (lock held) ---- */

@@ -292,35 +292,36 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls);
 /* Objects a refill moves into h's cache of cls, or a flush takes out of
  * it: half its limit now, at most 64 and at least 1. */
 unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls);
-/* Objects a refill cuts from the spans: the batch, but one of a big class
- * while other big classes have objects cached.  Each is a span of its
- * own, and with assorted big classes in use the ones beyond the object
- * asked for mostly went back unused: the next refill of another class
- * sent them home to make room (pcm_heap_big_idle_over).  Random mallocs
- * of 16..64 KiB (30 live) cut 3.2 spans for 10 mallocs with the batch,
- * 1.8 with one, and ran 6 to 14 % faster; batches of 16 mallocs of 40,000
- * bytes, then their frees, keep the batch (with one: 11.2 M mallocs/s
- * against 13.9 M). */
-unsigned pcm_heap_refill_batch(const struct pcm_heap *h, unsigned cls);
 /* The most objects h's cache of class cls holds now: its limit, or its
  * shape's start while a drain has it stopped. */
 uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls);
 
-/* Whether a refill of big class cls (sizeclass.h: one object to a span)
- * would leave more than PCM_BIG_IDLE_BYTES (the biggest class) of big
- * objects in h's caches, counting one object for each cache that holds
- * any (one load a class; a class up to 64 KiB may hold up to
- * PCM_BIG_IDLE_BYTES of its own, heap.c): then the refill sends the
- * others home first, their spans back to the segment, and the span it cuts
- * goes over their pages (sizeclass.c).  Before that, a refill takes a
- * cached object of a class up to twice as big, if there is one, in place
- * of a new span.  So a program that takes turns with buffers of 100 and
- * 200 KiB reuses one object (a malloc and free pair of them: 115 ns,
- * against 108 when every class kept its object; glibc 111, mimalloc 187,
- * jemalloc 343); with 70 and 260 KiB, each turn cuts and releases a span
- * (256 ns against 126). */
+/* The plan of a refill of class cls that is about to cut (h locked): how
+ * many objects to cut, and (*others_home) whether the other big classes'
+ * cached objects go home first.
+ *
+ * Cut: the batch (pcm_heap_batch), but one object of a big class
+ * (sizeclass.h: one object to a span) while other big classes have
+ * objects cached.  With assorted big classes in use the objects beyond the
+ * one asked for mostly went back unused, as the next refill of another
+ * class sent them home: random mallocs of 16..64 KiB (30 live) cut 3.2
+ * spans for 10 mallocs with the batch, 1.8 with one, and ran 6 to 14 %
+ * faster; batches of 16 mallocs of 40,000 bytes, then their frees, keep
+ * the batch (with one: 11.2 M mallocs/s against 13.9 M).
+ *
+ * Home first: when the cut would leave more than PCM_BIG_IDLE_BYTES (the
+ * biggest class) of big objects in h's caches, counting one object for
+ * each cache that holds any (one load a class; a class up to 64 KiB may
+ * hold up to PCM_BIG_IDLE_BYTES of its own, heap.c): their spans go back
+ * to the segment, and the span cut goes over their pages (sizeclass.c).
+ * Before any of this, a malloc of a big class takes a cached object of a
+ * class up to twice as big, if there is one, in place of a new span.  So a
+ * program that takes turns with buffers of 100 and 200 KiB reuses one
+ * object (a malloc and free pair of them: 115 ns, against 108 when every
+ * class kept its object; glibc 111, mimalloc 187, jemalloc 343); with 70
+ * and 260 KiB, each turn cuts and releases a span (256 ns against 126). */
 #define PCM_BIG_IDLE_BYTES (256u * 1024)
-bool pcm_heap_big_idle_over(const struct pcm_heap *h, unsigned cls);
+unsigned pcm_heap_refill_plan(const struct pcm_heap *h, unsigned cls, bool *others_home);
 
 /* The classes whose cached objects a refill of big class cls may hand out
  * in its place are cls + 1 up to the one this returns, exclusive: those at

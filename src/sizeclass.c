@@ -25,7 +25,7 @@
  *     soon as its object does (heap.c: span_returned_locked), and a refill
  *     of a big class that would leave more than PCM_BIG_IDLE_BYTES of big
  *     objects cached sends the others home first (heap.h:
- *     pcm_heap_big_idle_over).  So the pages of a freed big object serve
+ *     pcm_heap_refill_plan).  So the pages of a freed big object serve
  *     the next span of any class.  With 8 objects to a span, the pages of
  *     every object a class ever had out at once stay with that class: a
  *     program of assorted buffers holds the sum of each class's own peak,
