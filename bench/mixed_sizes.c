@@ -1,13 +1,15 @@
 /*
  * bench/mixed_sizes.c - mixed sizes reaching the large range: each thread
  * keeps a table of live objects and replaces random ones, drawing sizes
- * from three bands: small (16 B..1 KiB, most draws), medium (1..64 KiB) and
- * large (64 KiB..4 MiB, one draw in a hundred by default). Every object is
- * written once per 4 KiB page, as a program uses what it asks for, so an
- * allocator that hands fresh mappings to every large request pays the page
- * faults, and one that hoards pays in peak RSS.
+ * from three bands: small (16 B..1 KiB, most draws), medium (1..64 KiB, 15
+ * draws in a hundred by default) and large (64 KiB..4 MiB, one in a
+ * hundred). Every object is written once per 4 KiB page, as a program uses
+ * what it asks for, so an allocator that hands fresh mappings to every
+ * large request pays the page faults, and one that hoards pays in peak
+ * RSS.
  *
- *   mixed_sizes threads=T ops=N slots=S large_permille=10 large_max=4194304
+ *   mixed_sizes threads=T ops=N slots=S large_permille=10 medium_permille=150
+ *               large_max=4194304
  * N replacements in all, split over the threads; prints replacements per
  * second. Filling the tables is timed; the final cleanup is not.
  */
@@ -20,7 +22,7 @@ struct worker {
 };
 
 static struct worker workers[256];
-static long ops_total, slot_count, large_permille, large_max;
+static long ops_total, slot_count, large_permille, medium_permille, large_max;
 static int thread_count;
 
 static size_t draw_size(bench_rng *rng)
@@ -28,7 +30,7 @@ static size_t draw_size(bench_rng *rng)
     uint64_t band = bench_below(rng, 1000);
     if (band < (uint64_t)large_permille)
         return (size_t)bench_between(rng, 65537, (uint64_t)large_max);
-    if (band < (uint64_t)large_permille + 150)
+    if (band < (uint64_t)(large_permille + medium_permille))
         return (size_t)bench_between(rng, 1025, 65536);
     return (size_t)bench_between(rng, 16, 1024);
 }
@@ -76,12 +78,13 @@ int main(int argc, char **argv)
     ops_total = bench_arg(argc, argv, "ops", 500000);
     slot_count = bench_arg(argc, argv, "slots", 200);
     large_permille = bench_arg(argc, argv, "large_permille", 10);
+    medium_permille = bench_arg(argc, argv, "medium_permille", 150);
     large_max = bench_arg(argc, argv, "large_max", 4194304);
     bench_args_done(argc, argv);
-    if (thread_count < 1 || thread_count > 256 || ops_total < 1 || slot_count < 1 ||
-        large_permille < 0 || large_permille > 850 || large_max <= 65537)
-        bench_fail("need 1 <= threads <= 256, positive ops and slots, 0 <= large_permille <= 850, "
-                   "large_max > 65537");
+    if (thread_count < 1 || thread_count > 256 || ops_total < 1 || slot_count < 1 || large_permille < 0 ||
+        medium_permille < 0 || large_permille + medium_permille > 1000 || large_max <= 65537)
+        bench_fail("need 1 <= threads <= 256, positive ops and slots, large_permille and medium_permille "
+                   "0 or more, 1000 at most together, large_max > 65537");
 
     for (int i = 0; i < thread_count; i++) {
         workers[i].slots = bench_check_alloc(calloc((size_t)slot_count, sizeof(void *)),
