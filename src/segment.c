@@ -290,12 +290,13 @@ static inline pcm_word_t spare_word(const struct pcm_segment *s, size_t w)
 
 /* The first window of `pages` spare pages (pages <= PCM_WORD_BITS), or
  * SIZE_MAX: the place best_window picks whenever there is one, found
- * without walking the runs.  A word and the next as one number x, x & x
- * >> 1 has a bit where two spare pages in a row start, and doubling the
- * shift each step gets to `pages` in a row in log2(pages) steps; a window
- * that starts in a word ends in it or the next.  A big class's span cut
- * and released for each malloc (sizeclass.c) made the search by runs
- * cost 250 instructions a malloc in a segment full of short runs. */
+ * without walking the runs.  With a word and the next as one number x,
+ * `x & x >> 1` has a bit where two spare pages in a row start, and
+ * doubling the shift each step gets to `pages` in a row in log2(pages)
+ * steps; a window that starts in a word ends in it or the next.  A big
+ * class's span cut and released for each malloc (sizeclass.c) made the
+ * search by runs cost 250 instructions a malloc in a segment full of
+ * short runs. */
 static size_t first_spare_window(const struct pcm_segment *s, size_t pages)
 {
     size_t words = ((size_t)s->high + PCM_WORD_BITS - 1) / PCM_WORD_BITS; /* (none spare past high) */
@@ -321,14 +322,14 @@ static size_t first_spare_window(const struct pcm_segment *s, size_t pages)
  * untouched pages wins, and with `spare` 0 (none to look for) the first
  * window at all.  A window of spare pages alone, where there is one, is
  * found by first_spare_window.  Otherwise the bitmaps are read a word at
- * a time: runs of used pages are skipped, and
- * within a run of free pages only the windows that hold one of its
- * touched pages can beat its first: those from the one that ends at the
- * first touched page to the one that starts past the last, a page at a
- * time.  A run with no touched page offers its first window alone (a
- * segment filling up with one-page spans, or a fresh one, costs a few
- * words per search, not a page each), and a span that went back is found
- * by a bit search, not by counting the pages of every run before it. */
+ * a time: runs of used pages are skipped, and within a run of free pages
+ * only the windows that hold one of its touched pages can beat its first:
+ * those from the one that ends at the first touched page to the one that
+ * starts past the last, a page at a time.  A run with no touched page
+ * offers its first window alone (a segment filling up with one-page spans,
+ * or a fresh one, costs a few words per search, not a page each), and a
+ * span that went back is found by a bit search, not by counting the pages
+ * of every run before it. */
 static size_t best_window(const struct pcm_segment *s, size_t pages, size_t spare, size_t *first)
 {
     bool first_fit = spare == 0;
