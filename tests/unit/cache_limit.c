@@ -357,12 +357,19 @@ PCM_TEST(big_class_stand_in_leaves_the_rest_cached)
     unsigned small_cls = pcm_size_class(REST_SMALL), big_cls = pcm_size_class(REST_BIG);
     PCM_REQUIRE(stands_in(REST_SMALL, REST_BIG) && pcm_bin_shapes[big_cls].limit >= 2,
                 "%u bytes do not stand in for %u, or are not cached two at a time", REST_BIG, REST_SMALL);
-    void *held[4] = {NULL};
+    /* The caches from the small class up to the big one empty to begin
+     * with (an earlier test may have left objects there, and a stand-in
+     * comes from the first that holds one): what they held is held until
+     * the end. */
+    enum { HOLD_MOST = 32 };
+    void *held[HOLD_MOST];
     unsigned held_count = 0;
-    while (held_count < 4 && (pcm_bin_listed_hint(&h->bins[small_cls]) || pcm_bin_listed_hint(&h->bins[big_cls])))
-        held[held_count++] = pcm_malloc(pcm_bin_listed_hint(&h->bins[small_cls]) ? REST_SMALL : REST_BIG);
-    PCM_REQUIRE(!pcm_bin_listed_hint(&h->bins[small_cls]) && !pcm_bin_listed_hint(&h->bins[big_cls]),
-                "the %u- and %u-byte caches hold more than 4 objects", REST_SMALL, REST_BIG);
+    for (unsigned c = small_cls; c <= big_cls; c++)
+        while (held_count < HOLD_MOST && pcm_bin_listed_hint(&h->bins[c]))
+            held[held_count++] = pcm_malloc(pcm_class_size(c));
+    for (unsigned c = small_cls; c <= big_cls; c++)
+        PCM_REQUIRE(!pcm_bin_listed_hint(&h->bins[c]), "the caches from %u to %u bytes hold more than %d objects",
+                    REST_SMALL, REST_BIG, HOLD_MOST);
     void *first = pcm_malloc(REST_BIG), *second = pcm_malloc(REST_BIG);
     PCM_REQUIRE(first && second, "out of memory");
     /* (A cache starts at one object of this class, and a refill may set
