@@ -222,7 +222,7 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
         adapt = 0;
         if (limit && limit < most) /* (0: stopped by a drain, left to it) */
             pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
-    } else if (++adapt == SHRINK_AFTER) {
+    } else if (cls < PCM_CLASS_BIG_FIRST && ++adapt == SHRINK_AFTER) { /* (never a big class's: heap.h) */
         adapt = 0;
         if (limit > start)
             pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);

@@ -282,7 +282,18 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
  * between empty and full) lowered the committed peak of larson at one
  * thread only from 532 to 516 KiB and of mixed sizes from 37,952 to
  * 37,752 KiB, for a clock read at each refill and flush: these programs'
- * memory is in their spans and live objects, not in grown caches. */
+ * memory is in their spans and live objects, not in grown caches.
+ *
+ * A big class's cache (one object to a span, sizeclass.c) never shrinks:
+ * its limits are small, so a flush walks few objects, and each object a
+ * flush sends back is a span released, to be cut again at the next
+ * refill.  A program that takes out and gives back batches larger than
+ * the cache holds grows it once a round and flushed 16 times in a row
+ * after that, so it halved the cache as often as it grew and kept it at
+ * one object: batches of 100 objects of 20,000 bytes ran at 8.4 M
+ * objects/s, 15.6 M with the cache at its 12 (`threadtest threads=1
+ * objects=2000000 batch=100 size=20000`, pinned; mimalloc 46.9 M,
+ * tcmalloc 81.4 M). */
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls);
 /* Every list's limit to its start (open: a heap made ready, a drain done;
  * the caches' refill and flush history forgotten too) or to 0 (stopped,

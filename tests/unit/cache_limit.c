@@ -2,16 +2,16 @@
  * tests/unit/cache_limit.c - each CPU cache's limit follows its use
  * (heap.h: pcm_heap_flushed_locked): it starts small, grows while a
  * program's batches go out and come back in more than it holds, until a
- * batch fits and rounds of malloc and free no longer flush; and falls back
- * to its start when objects only come back; and it never holds more than
- * 64 KiB of a class (but 4 objects of one up to 64 KiB, and
- * PCM_BIG_IDLE_BYTES of a big class up to 64 KiB), or one object of a
- * bigger one; and a refill of a big
- * class sends the other big classes' objects home, so their pages serve
- * it, after taking a cached object of a class up to twice its size if
- * there is one (the rest of that cache left there).  The thread is pinned,
- * so one heap's cache serves it throughout; both paths run it (the suite
- * runs with rseq on and off).
+ * batch fits and rounds of malloc and free no longer flush; and falls
+ * back to its start when objects only come back (a big class's never
+ * does); and it never holds more than 64 KiB of a class (but 4 objects of
+ * one up to 64 KiB, and PCM_BIG_IDLE_BYTES of a big class up to 64 KiB),
+ * or one object of a bigger one; and a refill of a big class sends the
+ * other big classes' objects home, so their pages serve it, after taking
+ * a cached object of a class up to twice its size if there is one (the
+ * rest of that cache left there).  The thread is pinned, so one heap's
+ * cache serves it throughout; both paths run it (the suite runs with rseq
+ * on and off).
  */
 #include "harness.h"
 
@@ -122,6 +122,44 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
         release(BATCH);
     }
     PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u more rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* A big class's cache never shrinks (heap.h): rounds of batches larger
+ * than it holds, taken out and given back, grow it to its most and leave
+ * it there.  It shrank as often as it grew, and stayed at one object. */
+#define BIG_BATCH_SIZE 20000u
+#define BIG_BATCH 100u
+#define BIG_ROUNDS 8u
+
+PCM_TEST(big_class_cache_keeps_its_room_under_batches_it_cannot_hold)
+{
+    cpu_set_t saved;
+    if (!pin_to_first_cpu(&saved))
+        return;
+    unsigned cls = pcm_size_class(BIG_BATCH_SIZE);
+    const struct pcm_bin_shape shape = pcm_bin_shapes[cls];
+    PCM_REQUIRE(cls >= PCM_CLASS_BIG_FIRST && shape.limit > 2 * shape.start && shape.limit < BIG_BATCH,
+                "the %u-byte cache: start %u, most %u", BIG_BATCH_SIZE, shape.start, shape.limit);
+    struct pcm_bin *bin = &pcm_heap_current()->bins[cls];
+    static unsigned char *objects[BIG_BATCH];
+    for (unsigned round = 0; round < BIG_ROUNDS; round++) {
+        for (unsigned i = 0; i < BIG_BATCH; i++) {
+            objects[i] = pcm_malloc(BIG_BATCH_SIZE);
+            PCM_REQUIRE(objects[i], "out of memory");
+            objects[i][0] = objects[i][BIG_BATCH_SIZE - 1] = (unsigned char)i;
+        }
+        for (unsigned i = 0; i < BIG_BATCH; i++) {
+            PCM_REQUIRE(objects[i][0] == (unsigned char)i && objects[i][BIG_BATCH_SIZE - 1] == (unsigned char)i,
+                        "object %u (%p) overwritten", i, (void *)objects[i]);
+            pcm_free(objects[i]);
+        }
+    }
+    pcm_test_printf("  %s path: limit %u after %u rounds of %u objects of %u bytes (start %u, most %u)\n",
+                    pcm_fast_path_name(), pcm_bin_limit(bin), BIG_ROUNDS, BIG_BATCH, BIG_BATCH_SIZE, shape.start,
+                    shape.limit);
+    PCM_CHECK(pcm_bin_limit(bin) == shape.limit, "limit %u after %u rounds of %u, not its most %u",
+              pcm_bin_limit(bin), BIG_ROUNDS, BIG_BATCH, shape.limit);
     sched_setaffinity(0, sizeof saved, &saved);
 }
 
