@@ -42,22 +42,23 @@ static uint64_t stamp(unsigned i)
     return 0x11A17000000ull | i;
 }
 
-/* malloc n objects and write each whole. */
-static void allocate(unsigned n)
+/* malloc n objects of `size` bytes and write each whole. */
+static void allocate(unsigned n, size_t size)
 {
     for (unsigned i = 0; i < n; i++) {
-        objects[i] = pcm_malloc(OBJECT_SIZE);
+        objects[i] = pcm_malloc(size);
         PCM_REQUIRE(objects[i], "out of memory at object %u", i);
-        for (unsigned w = 0; w < OBJECT_SIZE / 8; w++)
+        for (unsigned w = 0; w < size / 8; w++)
             ((uint64_t *)objects[i])[w] = stamp(i) + w;
     }
 }
 
-/* Check each of the n objects whole, then free them in order. */
-static void release(unsigned n)
+/* Check each of the n objects of `size` bytes whole, then free them in
+ * order. */
+static void release(unsigned n, size_t size)
 {
     for (unsigned i = 0; i < n; i++) {
-        for (unsigned w = 0; w < OBJECT_SIZE / 8; w++)
+        for (unsigned w = 0; w < size / 8; w++)
             PCM_REQUIRE(((uint64_t *)objects[i])[w] == stamp(i) + w, "object %u (%p) word %u overwritten", i,
                         objects[i], w);
         pcm_free(objects[i]);
@@ -98,8 +99,8 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
     pcm_word_t flushes = 0;
     for (unsigned round = 0; round < ROUNDS; round++) {
         flushes = h->stats.flushes;
-        allocate(BATCH);
-        release(BATCH);
+        allocate(BATCH, OBJECT_SIZE);
+        release(BATCH, OBJECT_SIZE);
         flushes = h->stats.flushes - flushes;
     }
     pcm_test_printf("  %s path: limit %u at the start, %u after %u rounds of %u, %lu flushes in the last\n",
@@ -110,16 +111,16 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
 
     /* Many out, then all back: flushes come in a row with no refill
      * between, and the limit halves down to its start. */
-    allocate(MANY);
-    release(MANY);
+    allocate(MANY, OBJECT_SIZE);
+    release(MANY, OBJECT_SIZE);
     pcm_test_printf("  limit %u after %u objects freed in a row\n", pcm_bin_limit(bin), MANY);
     PCM_CHECK(pcm_bin_limit(bin) == shape.start, "limit %u after %u frees in a row, not the start %u",
               pcm_bin_limit(bin), MANY, shape.start);
 
     /* And it grows again. */
     for (unsigned round = 0; round < ROUNDS; round++) {
-        allocate(BATCH);
-        release(BATCH);
+        allocate(BATCH, OBJECT_SIZE);
+        release(BATCH, OBJECT_SIZE);
     }
     PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u more rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
     sched_setaffinity(0, sizeof saved, &saved);
@@ -142,18 +143,9 @@ PCM_TEST(big_class_cache_keeps_its_room_under_batches_it_cannot_hold)
     PCM_REQUIRE(cls >= PCM_CLASS_BIG_FIRST && shape.limit > 2 * shape.start && shape.limit < BIG_BATCH,
                 "the %u-byte cache: start %u, most %u", BIG_BATCH_SIZE, shape.start, shape.limit);
     struct pcm_bin *bin = &pcm_heap_current()->bins[cls];
-    static unsigned char *objects[BIG_BATCH];
     for (unsigned round = 0; round < BIG_ROUNDS; round++) {
-        for (unsigned i = 0; i < BIG_BATCH; i++) {
-            objects[i] = pcm_malloc(BIG_BATCH_SIZE);
-            PCM_REQUIRE(objects[i], "out of memory");
-            objects[i][0] = objects[i][BIG_BATCH_SIZE - 1] = (unsigned char)i;
-        }
-        for (unsigned i = 0; i < BIG_BATCH; i++) {
-            PCM_REQUIRE(objects[i][0] == (unsigned char)i && objects[i][BIG_BATCH_SIZE - 1] == (unsigned char)i,
-                        "object %u (%p) overwritten", i, (void *)objects[i]);
-            pcm_free(objects[i]);
-        }
+        allocate(BIG_BATCH, BIG_BATCH_SIZE);
+        release(BIG_BATCH, BIG_BATCH_SIZE);
     }
     pcm_test_printf("  %s path: limit %u after %u rounds of %u objects of %u bytes (start %u, most %u)\n",
                     pcm_fast_path_name(), pcm_bin_limit(bin), BIG_ROUNDS, BIG_BATCH, BIG_BATCH_SIZE, shape.start,
