@@ -173,7 +173,7 @@ static void return_other_big_locked(struct pcm_heap *h, unsigned cls)
 
 /* A big object of a class above cls, up to twice its size, cached on the
  * thread's CPU (h's): handed out for cls, where cutting a span beside it
- * would commit more pages (heap.h: pcm_heap_refill_plan).  NULL if there
+ * would commit more pages (heap.h: pcm_heap_refill_plan).  EMPTY if there
  * is none.  No lock: a pop changes no span.  The rest of that cache stays:
  * sent home, it left the caches of a program of assorted big buffers
  * mostly empty, and most of its mallocs took this path (random sizes of
@@ -188,7 +188,7 @@ static void *take_bigger(const struct pcm_heap *h, unsigned cls)
         if (obj != PCM_RSEQ_EMPTY)
             return obj;
     }
-    return NULL;
+    return PCM_RSEQ_EMPTY;
 }
 
 static void *refill(struct pcm_heap *h, unsigned cls)
@@ -243,12 +243,8 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
     }
     int cpu;
     if (obj == PCM_RSEQ_EMPTY && cls >= PCM_CLASS_BIG_FIRST && (cpu = pcm_rseq_cpu()) >= 0 &&
-        pcm_heap_is_ready((unsigned)cpu)) {
-        /* (a big class: before the lock, the decay check and a refill) */
-        void *bigger = take_bigger(&pcm_heaps[cpu], cls);
-        if (bigger)
-            obj = bigger;
-    }
+        pcm_heap_is_ready((unsigned)cpu))
+        obj = take_bigger(&pcm_heaps[cpu], cls); /* (a big class: before the lock, the decay check and a refill) */
     if (obj == PCM_RSEQ_EMPTY) {
         pcm_decay_maybe();
         cpu = pcm_rseq_cpu();
