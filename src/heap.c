@@ -36,7 +36,7 @@ static volatile pcm_word_t prepare_lock;
 /* A cache holds up to 64 KiB of one class (at most 1024 objects), but at
  * least 4 objects up to 64 KiB, or one object of a class above; a big
  * class up to 64 KiB (one object to a span, sizeclass.c) holds up to
- * PCM_BIG_IDLE_BYTES of them: a CPU's caches hold at most 10.8 MiB
+ * PCM_BIG_CLASS_CACHE_BYTES of them: a CPU's caches hold at most 13.1 MiB
  * (tests/unit/cache_limit.c).  The floor of 4 lets a program take and give
  * back a few buffers of 16..64 KiB at a time without a refill and a flush
  * each time (threadtest's loop with batches of 3 objects of 40,000 bytes:
@@ -47,8 +47,9 @@ static volatile pcm_word_t prepare_lock;
  * the cache's room costs a span cut and released: batches of 8 objects of
  * 20,000 bytes ran at 19 M objects/s with the floor of 4 alone, 330 M with
  * room for 12 (the span of 8 objects before: 99 M; tcmalloc 180-410 M);
- * batches of 16 of 40,000 bytes, which pass the budget, at 14 M (before:
- * 41 M; mimalloc 41 M, jemalloc 4 M).  A cache starts at 8 KiB's worth
+ * batches of 16 of 40,000 bytes, more than the cache holds, at 14 M
+ * (before: 41 M; mimalloc 41 M, jemalloc 4 M), 19.5 M with room for 9
+ * (PCM_BIG_CLASS_CACHE_BYTES, heap.h).  A cache starts at 8 KiB's worth
  * (heap.h: pcm_heap_flushed_locked); a refill or a flush moves half its
  * limit, at most 64 objects, at least one. */
 struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
@@ -89,8 +90,8 @@ bool pcm_heaps_init(unsigned count)
         uint32_t size = (uint32_t)pcm_class_size(c), most = clamp_limit(CACHE_BYTES / size);
         if (size <= CACHE_FLOOR_UP_TO && most < CACHE_FLOOR)
             most = CACHE_FLOOR;
-        if (c >= PCM_CLASS_BIG_FIRST && size <= CACHE_FLOOR_UP_TO && PCM_BIG_IDLE_BYTES / size > most)
-            most = PCM_BIG_IDLE_BYTES / size;
+        if (c >= PCM_CLASS_BIG_FIRST && size <= CACHE_FLOOR_UP_TO && PCM_BIG_CLASS_CACHE_BYTES / size > most)
+            most = PCM_BIG_CLASS_CACHE_BYTES / size;
         pcm_bin_shapes[c].limit = most;
         pcm_bin_shapes[c].start = clamp_limit(CACHE_START_BYTES / size);
         uint32_t outgoing = PCM_OUTGOING_BYTES / size;

@@ -320,18 +320,31 @@ uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls);
  * faster; batches of 16 mallocs of 40,000 bytes, then their frees, keep
  * the batch (with one: 11.2 M mallocs/s against 13.9 M).
  *
- * Home first: when the cut would leave more than PCM_BIG_IDLE_BYTES (the
- * biggest class) of big objects in h's caches, counting one object for
- * each cache that holds any (one load a class; a class up to 64 KiB may
- * hold up to PCM_BIG_IDLE_BYTES of its own, heap.c): their spans go back
+ * Home first: when the cut would leave more than PCM_BIG_IDLE_BYTES of
+ * big objects in h's caches, counting one object for each cache that
+ * holds any (one load a class; a class up to 64 KiB may hold up to
+ * PCM_BIG_CLASS_CACHE_BYTES of its own, heap.c): their spans go back
  * to the segment, and the span cut goes over their pages (sizeclass.c).
  * Before any of this, a malloc of a big class takes a cached object of a
  * class up to twice as big, if there is one, in place of a new span.  So a
  * program that takes turns with buffers of 100 and 200 KiB reuses one
  * object (a malloc and free pair of them: 115 ns, against 108 when every
  * class kept its object; glibc 111, mimalloc 187, jemalloc 343); with 70
- * and 260 KiB, each turn cuts and releases a span (256 ns against 126). */
-#define PCM_BIG_IDLE_BYTES (256u * 1024)
+ * and 260 KiB, each turn cuts and releases a span (256 ns against 126).
+ * 1 MiB, not 256 KiB: one object of each of the 18 big classes up to 64
+ * KiB comes to 651 KiB, so a program that kept objects of most of them
+ * going sent the others home at nearly every refill, and each malloc that
+ * missed its cache cut a span (random sizes of 1..64 KiB, 200 live, one
+ * thread, medians of 5: 9.7 M replacements a second, 12.6 M with this
+ * budget, 14.5 M with PCM_BIG_CLASS_CACHE_BYTES raised as well; peak RSS
+ * 14.9, 14.9 and 15.2 MB; tcmalloc 20.3 M and 22.3 MB, mimalloc 12.1 M
+ * and 16.6 MB). */
+#define PCM_BIG_IDLE_BYTES (1024u * 1024)
+/* A big class up to 64 KiB keeps up to this much of its own objects cached
+ * (heap.c): 384 KiB, 22 objects of 17 KiB down to 6 of 64 KiB.  256 KiB
+ * ran the mix above at 12.6 M; 512 KiB at 14.7 M, but let a CPU's caches
+ * hold 15.4 MiB, not 13.1 (tests/unit/cache_limit.c). */
+#define PCM_BIG_CLASS_CACHE_BYTES (384u * 1024)
 unsigned pcm_heap_refill_plan(const struct pcm_heap *h, unsigned cls, bool *others_home);
 
 /* The classes whose cached objects a refill of big class cls may hand out

@@ -37,7 +37,7 @@
  *     object of each of the 18 classes on every CPU (41.9 MB).  The cost
  *     is a span cut and released for each object beyond what the cache
  *     holds (heap.c gives the caches of big classes up to 64 KiB room for
- *     PCM_BIG_IDLE_BYTES);
+ *     PCM_BIG_CLASS_CACHE_BYTES);
  *   - tail <= 1/16 (6.25%), half the 12.5% rounding bound: for requests
  *     above 128 bytes at least 15/16 * 8/9 = 83% of a span's bytes then
  *     hold requested bytes, and the rule costs little: it grows only four

@@ -4,14 +4,15 @@
  * program's batches go out and come back in more than it holds, until a
  * batch fits and rounds of malloc and free no longer flush; and falls
  * back to its start when objects only come back (a big class's never
- * does); and it never holds more than 64 KiB of a class (but 4 objects of
- * one up to 64 KiB, and PCM_BIG_IDLE_BYTES of a big class up to 64 KiB),
- * or one object of a bigger one; and a refill of a big class sends the
- * other big classes' objects home, so their pages serve it, after taking
- * a cached object of a class up to twice its size if there is one (the
- * rest of that cache left there).  The thread is pinned, so one heap's
- * cache serves it throughout; both paths run it (the suite runs with rseq
- * on and off).
+ * does); and it never holds more than 64 KiB of a class (but 4 objects
+ * of one up to 64 KiB, and PCM_BIG_CLASS_CACHE_BYTES of a big class up
+ * to 64 KiB), or one object of a bigger one; and a refill of a big class
+ * sends the other big classes' objects home when they come to more than
+ * PCM_BIG_IDLE_BYTES (one of each class up to 64 KiB stays), so their
+ * pages serve it, after taking a cached object of a class up to twice its
+ * size if there is one (the rest of that cache left there).  The thread
+ * is pinned, so one heap's cache serves it throughout; both paths run it
+ * (the suite runs with rseq on and off).
  */
 #include "harness.h"
 
@@ -42,27 +43,37 @@ static uint64_t stamp(unsigned i)
     return 0x11A17000000ull | i;
 }
 
+/* objects[i]: a malloc of `size` bytes, written whole. */
+static void allocate_one(unsigned i, size_t size)
+{
+    objects[i] = pcm_malloc(size);
+    PCM_REQUIRE(objects[i], "out of memory at object %u", i);
+    for (unsigned w = 0; w < size / 8; w++)
+        ((uint64_t *)objects[i])[w] = stamp(i) + w;
+}
+
+/* objects[i] (of `size` bytes) checked whole, then freed. */
+static void release_one(unsigned i, size_t size)
+{
+    for (unsigned w = 0; w < size / 8; w++)
+        PCM_REQUIRE(((uint64_t *)objects[i])[w] == stamp(i) + w, "object %u (%p) word %u overwritten", i, objects[i],
+                    w);
+    pcm_free(objects[i]);
+}
+
 /* malloc n objects of `size` bytes and write each whole. */
 static void allocate(unsigned n, size_t size)
 {
-    for (unsigned i = 0; i < n; i++) {
-        objects[i] = pcm_malloc(size);
-        PCM_REQUIRE(objects[i], "out of memory at object %u", i);
-        for (unsigned w = 0; w < size / 8; w++)
-            ((uint64_t *)objects[i])[w] = stamp(i) + w;
-    }
+    for (unsigned i = 0; i < n; i++)
+        allocate_one(i, size);
 }
 
 /* Check each of the n objects of `size` bytes whole, then free them in
  * order. */
 static void release(unsigned n, size_t size)
 {
-    for (unsigned i = 0; i < n; i++) {
-        for (unsigned w = 0; w < size / 8; w++)
-            PCM_REQUIRE(((uint64_t *)objects[i])[w] == stamp(i) + w, "object %u (%p) word %u overwritten", i,
-                        objects[i], w);
-        pcm_free(objects[i]);
-    }
+    for (unsigned i = 0; i < n; i++)
+        release_one(i, size);
 }
 
 /* Start pcmalloc up (the path chosen, the shapes written), then pin the
@@ -79,6 +90,41 @@ static bool pin_to_first_cpu(cpu_set_t *saved)
         return false;
     }
     return true;
+}
+
+/* Objects taken out of caches so that a test starts from empty ones (an
+ * earlier test may have left objects there), freed at its end. */
+#define HOLD_MOST 512u
+
+struct held {
+    void *objects[HOLD_MOST];
+    unsigned count;
+};
+
+static struct held held;
+
+/* Empty the caches of classes first..end-1 of h, the thread's CPU's heap,
+ * into `held`.  False (a failure recorded) if they hold too many. */
+static bool hold_cached(struct pcm_heap *h, unsigned first, unsigned end)
+{
+    held.count = 0;
+    for (unsigned c = first; c < end; c++)
+        while (held.count < HOLD_MOST && pcm_bin_listed_hint(&h->bins[c]))
+            held.objects[held.count++] = pcm_malloc(pcm_class_size(c));
+    for (unsigned c = first; c < end; c++) {
+        if (pcm_bin_listed_hint(&h->bins[c])) {
+            pcm_test_fail(__FILE__, __LINE__, "emptied", "the caches of %zu to %zu bytes hold more than %u objects",
+                          pcm_class_size(first), pcm_class_size(end - 1), HOLD_MOST);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void free_held(void)
+{
+    while (held.count)
+        pcm_free(held.objects[--held.count]);
 }
 
 PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
@@ -156,7 +202,7 @@ PCM_TEST(big_class_cache_keeps_its_room_under_batches_it_cannot_hold)
 }
 
 /* Every class's cache is bounded in bytes - 64 KiB, or 4 objects of a
- * class up to 64 KiB, or PCM_BIG_IDLE_BYTES of a big class up to 64 KiB,
+ * class up to 64 KiB, or PCM_BIG_CLASS_CACHE_BYTES of a big class up to 64 KiB,
  * or one object of a class above that - so a CPU's caches together stay
  * under PER_CPU_MOST however many classes a program uses; a floor of 4
  * objects for every class had let them hold 16 MiB.
@@ -164,7 +210,7 @@ PCM_TEST(big_class_cache_keeps_its_room_under_batches_it_cannot_hold)
  * them cached, not more. */
 #define CLASS_MOST (64u * 1024)
 #define FLOOR_OBJECTS 4u
-#define PER_CPU_MOST (11u * 1024 * 1024)
+#define PER_CPU_MOST ((13u * 1024 + 512) * 1024)
 #define BIG_SIZE (200u * 1024)
 #define BIG_COUNT 6u
 
@@ -177,8 +223,8 @@ PCM_TEST(cache_holds_at_most_64_kib_of_a_class_or_one_bigger_object)
         uint64_t size = pcm_class_size(c), most = size > CLASS_MOST ? size : CLASS_MOST;
         if (size <= CLASS_MOST && FLOOR_OBJECTS * size > most)
             most = FLOOR_OBJECTS * size;
-        if (c >= PCM_CLASS_BIG_FIRST && size <= CLASS_MOST && PCM_BIG_IDLE_BYTES > most)
-            most = PCM_BIG_IDLE_BYTES;
+        if (c >= PCM_CLASS_BIG_FIRST && size <= CLASS_MOST && PCM_BIG_CLASS_CACHE_BYTES > most)
+            most = PCM_BIG_CLASS_CACHE_BYTES;
         PCM_CHECK(shape.start >= 1 && shape.start <= shape.limit, "class %u (%lu bytes): start %u, most %u", c,
                   (unsigned long)size, shape.start, shape.limit);
         PCM_CHECK(shape.limit * size <= most, "class %u (%lu bytes): a cache holds %u objects, %lu bytes", c,
@@ -283,6 +329,9 @@ PCM_TEST(big_class_refill_sends_the_other_big_objects_home)
     if (!pin_to_first_cpu(&saved))
         return;
     struct pcm_heap *h = pcm_heap_current();
+    /* (Objects an earlier test left cached would count in full.) */
+    if (!hold_cached(h, PCM_CLASS_BIG_FIRST, PCM_CLASS_COUNT))
+        return;
     for (unsigned pass = 0; pass < 3; pass++) {
         struct pcm_stats_totals before, after;
         pcm_stats_totals_read(&before);
@@ -306,6 +355,53 @@ PCM_TEST(big_class_refill_sends_the_other_big_objects_home)
                         pcm_fast_path_name(), pass, grew / 1024, most_cached / 1024);
         PCM_CHECK(grew <= PASS_COMMITS_MOST, "pass %u over the big classes committed %zu KiB", pass, grew / 1024);
     }
+    free_held();
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* A program that keeps objects of every big class up to 64 KiB going: a
+ * refill of one of them leaves the others' cached objects where they are,
+ * as one of each comes to less than PCM_BIG_IDLE_BYTES (with 256 KiB, a
+ * refill sent them home and each of their next mallocs cut a span). */
+#define KEPT_MOST (64u * 1024)
+
+PCM_TEST(big_class_refill_keeps_one_object_of_each_class_up_to_64_kib)
+{
+    cpu_set_t saved;
+    if (!pin_to_first_cpu(&saved))
+        return;
+    struct pcm_heap *h = pcm_heap_current();
+    unsigned target = pcm_size_class(KEPT_MOST), end = pcm_big_stand_ins_end(target);
+    size_t one_each = 0;
+    for (unsigned c = PCM_CLASS_BIG_FIRST; c <= target; c++)
+        one_each += pcm_class_size(c);
+    PCM_REQUIRE(pcm_class_size(target) == KEPT_MOST, "no class of %u bytes", KEPT_MOST);
+    /* Every cache from the first big class to the target's last stand-in
+     * empty first (a malloc takes a bigger class's object as a stand-in). */
+    if (!hold_cached(h, PCM_CLASS_BIG_FIRST, end))
+        return;
+    /* One object of each class below the target, written whole, then all
+     * freed into their caches. */
+    unsigned others = target - PCM_CLASS_BIG_FIRST;
+    for (unsigned i = 0; i < others; i++)
+        allocate_one(i, pcm_class_size(PCM_CLASS_BIG_FIRST + i));
+    for (unsigned i = 0; i < others; i++)
+        release_one(i, pcm_class_size(PCM_CLASS_BIG_FIRST + i));
+    for (unsigned c = PCM_CLASS_BIG_FIRST; c < target; c++)
+        PCM_REQUIRE(pcm_bin_listed_hint(&h->bins[c]), "%s path: the %zu-byte cache is empty before the refill",
+                    pcm_fast_path_name(), pcm_class_size(c));
+    pcm_word_t refills = h->stats.refills;
+    allocate(1, KEPT_MOST);
+    PCM_REQUIRE(h->stats.refills > refills, "%s path: the malloc of %u bytes did not refill", pcm_fast_path_name(),
+                KEPT_MOST);
+    unsigned kept = 0;
+    for (unsigned c = PCM_CLASS_BIG_FIRST; c < target; c++)
+        kept += pcm_bin_listed_hint(&h->bins[c]);
+    pcm_test_printf("  %s path: %u of %u classes still cached after the refill of %u bytes (%zu KiB, one each)\n",
+                    pcm_fast_path_name(), kept, others, KEPT_MOST, one_each / 1024);
+    PCM_CHECK(kept == others, "%s path: %u of %u caches kept their object", pcm_fast_path_name(), kept, others);
+    release(1, KEPT_MOST);
+    free_held();
     sched_setaffinity(0, sizeof saved, &saved);
 }
 
@@ -388,18 +484,9 @@ PCM_TEST(big_class_stand_in_leaves_the_rest_cached)
     PCM_REQUIRE(stands_in(REST_SMALL, REST_BIG) && pcm_bin_shapes[big_cls].limit >= 2,
                 "%u bytes do not stand in for %u, or are not cached two at a time", REST_BIG, REST_SMALL);
     /* The caches from the small class up to the big one empty to begin
-     * with (an earlier test may have left objects there, and a stand-in
-     * comes from the first that holds one): what they held is held until
-     * the end. */
-    enum { HOLD_MOST = 32 };
-    void *held[HOLD_MOST];
-    unsigned held_count = 0;
-    for (unsigned c = small_cls; c <= big_cls; c++)
-        while (held_count < HOLD_MOST && pcm_bin_listed_hint(&h->bins[c]))
-            held[held_count++] = pcm_malloc(pcm_class_size(c));
-    for (unsigned c = small_cls; c <= big_cls; c++)
-        PCM_REQUIRE(!pcm_bin_listed_hint(&h->bins[c]), "the caches from %u to %u bytes hold more than %d objects",
-                    REST_SMALL, REST_BIG, HOLD_MOST);
+     * with (a stand-in comes from the first that holds one). */
+    if (!hold_cached(h, small_cls, big_cls + 1))
+        return;
     void *first = pcm_malloc(REST_BIG), *second = pcm_malloc(REST_BIG);
     PCM_REQUIRE(first && second, "out of memory");
     /* (A cache starts at one object of this class, and a refill may set
@@ -417,7 +504,6 @@ PCM_TEST(big_class_stand_in_leaves_the_rest_cached)
               pcm_fast_path_name(), REST_BIG, again, (unsigned long)h->stats.refills, first, (unsigned long)refills);
     pcm_free(again);
     pcm_free(small);
-    while (held_count)
-        pcm_free(held[--held_count]);
+    free_held();
     sched_setaffinity(0, sizeof saved, &saved);
 }
