@@ -31,6 +31,9 @@
 # PCM_VM_TEST_SCALE), PCM_TEST_PHASE_MIB=256 (stress_phase_trim's phase,
 # as the 32-bit builds always run it: 1 GiB written four times took 76 of
 # the arm64 guest's 192 s of tests), and PCM_VM_TEST_TIMEOUT when set.
+# PCM_VM_EXTRA_ENV adds settings of its own (VAR=VALUE, space-separated),
+# for chasing one failure: PCM_TEST_FILTER and PCM_TEST_SEED, or PCMALLOC_*
+# options, with BUILD a folder of copies of the one test binary.
 set -u
 arch=$1
 build=$2
@@ -81,7 +84,7 @@ guest_env="$guest_env PCM_VM_FAST_PATHS=${PCM_VM_FAST_PATHS:-$fast_paths}"
 # the host is busy: at full scale a loaded machine (load 20) ran past 10
 # minutes.
 guest_env="$guest_env PCM_TEST_THREADS=${PCM_VM_TEST_THREADS:-8} PCM_TEST_SCALE=${PCM_VM_TEST_SCALE:-50}"
-guest_env="$guest_env PCM_TEST_EXPECT_CPUS=$cpus PCM_TEST_PHASE_MIB=256"
+guest_env="$guest_env PCM_TEST_EXPECT_CPUS=$cpus PCM_TEST_PHASE_MIB=256 ${PCM_VM_EXTRA_ENV:-}"
 [ -n "${PCM_VM_TEST_TIMEOUT:-}" ] && guest_env="$guest_env PCM_VM_TEST_TIMEOUT=$PCM_VM_TEST_TIMEOUT"
 
 mkdir -p "$results"

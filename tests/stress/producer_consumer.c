@@ -324,8 +324,9 @@ PCM_TEST(shared_lifo_many_threads)
         for (unsigned i = 0; i < lifo->depth; i++) {
             struct item it = lifo->items[i];
             size_t bad = pcm_pattern_check(it.p, it.size, it.tag);
-            PCM_CHECK(bad == PCM_PATTERN_OK, "object %p (%zu bytes) left on the LIFO: byte %zu changed", it.p,
-                      it.size, bad);
+            PCM_CHECK(bad == PCM_PATTERN_OK, "object %p (%zu bytes, tag %llx) left on the LIFO: byte %zu is 0x%x, "
+                      "expected 0x%x", it.p, it.size, (unsigned long long)it.tag, bad, ((unsigned char *)it.p)[bad],
+                      pcm_pattern_expected(it.p, it.size, it.tag, bad));
             if (bad == PCM_PATTERN_OK)
                 pcm_free(it.p);
         }
