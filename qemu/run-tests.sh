@@ -203,6 +203,17 @@ x86)
     # qemu-user has no rseq: the CAS path must have been chosen.
     qemu="env QEMU_LD_PREFIX=$sysroot PCM_TEST_EXPECT_FAST_PATH=cas qemu-i386 -E LD_LIBRARY_PATH=$sysroot/lib"
     run_suite i386 "$qemu" "$qemu -E LD_PRELOAD=$lib"
+    # Natively as well where the kernel runs 32-bit programs (x86_64's
+    # IA32 emulation): the i386 restartable sequences on this machine's own
+    # CPUs at full speed, where the whole-machine VM (make test-vm) runs
+    # them emulated.  The cross sysroot's loader, with its libraries.
+    loader="$sysroot/lib/ld-linux.so.2 --library-path $sysroot/lib"
+    if $loader "$build/tests/unit_sizeclass" >/dev/null 2>&1; then
+        native="env PCM_TEST_EXPECT_FAST_PATH=rseq $loader"
+        run_suite i386-rseq "$native" "env PCM_TEST_EXPECT_FAST_PATH=rseq LD_PRELOAD=$lib $loader"
+    else
+        echo "== [i386-rseq] this kernel runs no 32-bit program: the native i386 suite is not run"
+    fi
     # Debian's i386 libc uses cmov, so the K6-class run is libc-free.
     run_binary k6 "$build/k6/arch_freestanding" qemu-i386 -cpu pentium
     echo "== [k6] cmov canary under qemu-i386 -cpu pentium (must die with SIGILL)"
