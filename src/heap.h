@@ -329,8 +329,7 @@ uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls);
  * class up to twice as big, if there is one, in place of a new span.  So a
  * program that takes turns with buffers of 100 and 200 KiB reuses one
  * object (a malloc and free pair of them: 115 ns, against 108 when every
- * class kept its object; glibc 111, mimalloc 187, jemalloc 343); with 70
- * and 260 KiB, each turn cuts and releases a span (256 ns against 126).
+ * class kept its object; glibc 111, mimalloc 187, jemalloc 343).
  * 1 MiB, not 256 KiB: one object of each of the 18 big classes up to 64
  * KiB comes to 651 KiB, so a program that kept objects of most of them
  * going sent the others home at nearly every refill, and each malloc that
