@@ -142,6 +142,12 @@ if tests/abi/exported_symbols.sh "${NM:-nm}" "$lib"; then
 else
     record "$abi_suite" exported_symbols fail
 fi
+echo "== [$abi_suite] imported symbols of $lib"
+if tests/abi/imported_symbols.sh "${NM:-nm}" "$lib"; then
+    record "$abi_suite" imported_symbols ok
+else
+    record "$abi_suite" imported_symbols fail
+fi
 
 if [ "$mode" = hardened ]; then
     expect="PCM_TEST_EXPECT_FAST_PATH=cas PCM_TEST_HARDENED=1"

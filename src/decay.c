@@ -6,12 +6,12 @@
 #include "decay.h"
 
 #include <errno.h>
-#include <time.h>
 
 #include "fast_path.h"
 #include "heap.h"
 #include "init.h"
 #include "large_cache.h"
+#include "os.h"
 #include "segment.h"
 
 /* Milliseconds of CLOCK_MONOTONIC at the last tick, at the last tick of
@@ -25,9 +25,7 @@ volatile pcm_word_t pcm_decay_ticks;
 
 static pcm_word_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (pcm_word_t)ts.tv_sec * 1000u + (pcm_word_t)(ts.tv_nsec / 1000000);
+    return (pcm_word_t)pcm_os_monotonic_ms();
 }
 
 /* Milliseconds from `then` to `now`, 0 if `then` is the later: a time

@@ -1,11 +1,12 @@
 /*
  * os.h - the platform layer: every request pcmalloc makes of the kernel.
  *
- * The rest of the allocator gets address space, CPU numbers and the
- * environment only through these functions, so a port to another kernel
- * replaces one file (os_linux.c).  None of them calls malloc or stdio,
- * takes a lock or uses thread-local storage beyond errno: they run inside
- * malloc, before constructors and inside ld.so's early calls.
+ * The rest of the allocator gets address space, CPU numbers, the clock
+ * and the environment only through these functions, so a port to another
+ * kernel replaces os_linux.c and os_linux_vdso.c.  None of them calls
+ * malloc or stdio, takes a lock or uses thread-local storage beyond errno:
+ * they run inside malloc, before constructors and inside ld.so's early
+ * calls.
  *
  * Errors: functions that return memory return NULL on failure (never
  * MAP_FAILED) with errno == ENOMEM, which is what malloc must report.
@@ -100,6 +101,15 @@ void *pcm_os_remap_fixed(void *p, size_t old_bytes, size_t new_bytes, void *targ
 
 /* The kernel's page size (4 KiB on x86; 4, 16 or 64 KiB on arm64). */
 size_t pcm_os_page_size(void);
+
+/* Milliseconds of CLOCK_MONOTONIC_COARSE (the decay's clock), read
+ * through the vDSO without libc's wrapper (os_linux_vdso.c says why). */
+unsigned long pcm_os_monotonic_ms(void);
+
+/* For tests: whether that clock is the vDSO's, and the address of a
+ * function the vDSO exports (NULL: no vDSO, or no such name). */
+bool pcm_os_vdso_clock_found(void);
+void *pcm_os_vdso_symbol(const char *name);
 
 /*
  * How many per-CPU slots the allocator needs: one more than the highest

@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -94,10 +95,11 @@ static inline bool pcm_os_inject(unsigned call)
 
 size_t pcm_os_page_size(void)
 {
-    /* glibc answers from the auxiliary vector: no system call, usable
-     * before libc's constructors. */
-    long page = sysconf(_SC_PAGESIZE);
-    return page > 0 ? (size_t)page : 4096;
+    /* From the auxiliary vector, as sysconf would: usable before libc's
+     * constructors, and no page of libc's code that small programs never
+     * touch (os_linux_vdso.c: why that counts). */
+    unsigned long page = getauxval(AT_PAGESZ);
+    return page ? (size_t)page : 4096;
 }
 
 static void *map_anonymous(size_t bytes, int extra_flags)
