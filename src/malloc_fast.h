@@ -46,6 +46,25 @@ static inline __attribute__((always_inline)) void *handed_out(void *obj)
 static CAS_PATH void *small_alloc_cas(unsigned cls)
 {
     pcm_ensure_init();
+#ifdef PCM_ARCH_RSEQ
+    /* A malloc that read the path before start-up had chosen it - the one
+     * that ran start-up, and any that came in while it ran - arrives here
+     * with the path now chosen.  If it is rseq, the caches are the
+     * sections' alone (percpu_rseq.h): this path's CAS pop and its
+     * refill's chain push must not touch them.  A section's commit is a
+     * plain store that a CAS from another CPU does not see (nor the
+     * section the CAS), and the sections keep no tag: a CAS pop of CPU
+     * b's cache from CPU a between an rseq pop's load and its commit
+     * handed one object out twice, and a stale link committed by either
+     * put an object in use back on the cache, its first word (the
+     * program's data by then) later followed as a link - objects changed
+     * in use, crashes, lists that loop (tests/stress/start_up_race.c:
+     * one fresh process in six here; CI's i386 VM: an object of the
+     * shared LIFO changed, then a hang).  So the rseq slow half, which
+     * refills through the sections. */
+    if (pcm_fast_path_is_rseq())
+        return pcm_heap_alloc_rseq_slow(cls, PCM_RSEQ_EMPTY);
+#endif
     struct pcm_heap *h = pcm_heap_current();
     void *obj = pcm_cache_pop(&h->bins[cls].cache);
     if (__builtin_expect(!obj, 0))
