@@ -488,14 +488,14 @@ void pcm_heap_drain_remote_list_locked(struct pcm_heap *h, volatile pcm_word_t *
 
 void pcm_heap_drain_remote_locked(struct pcm_heap *h, bool all_classes)
 {
-    pcm_heap_drain_remote_list_locked(h, &h->remote);
+    pcm_heap_drain_remote_list_locked(h, &h->remote.top);
     for (unsigned c = 0; all_classes && c < PCM_OUTGOING_CLASSES; c++)
-        pcm_heap_drain_remote_list_locked(h, &h->remote_class[c]);
+        pcm_heap_drain_remote_list_locked(h, &h->remote_class[c].top);
 }
 
 unsigned pcm_heap_take_remote_class_locked(struct pcm_heap *h, unsigned cls, unsigned most, void **first)
 {
-    void *chain = take_remote_list(&h->remote_class[cls]);
+    void *chain = take_remote_list(&h->remote_class[cls].top);
     /* Its pushers marked every object with its depth (remote.h), so a
      * stack that fits is ready as it is: no walk over objects whose lines
      * the CPUs that freed them hold.  (A stale depth only misstates the

@@ -130,13 +130,21 @@ struct pcm_heap_stats {
     pcm_word_t reclaims; /* free memory given back while another CPU grew (decay.c) */
 };
 
+/* A remote-free stack (remote.h): its top, and the depth the last push
+ * gave its top - which the next push reads, not the top's word 1: a top
+ * seen may have been taken and its segment unmapped meanwhile. */
+struct pcm_remote_stack {
+    volatile pcm_word_t top;
+    volatile pcm_word_t depth_hint;
+};
+
 struct pcm_heap {
     /* Written by other CPUs: lines of their own (remote.h).  remote holds
      * objects of PCM_FOREIGN_CACHED_MIN bytes and more; remote_class[c]
      * those of class c, which a refill of c on the rseq path takes
      * straight into the cache. */
-    volatile pcm_word_t remote;
-    volatile pcm_word_t remote_class[PCM_OUTGOING_CLASSES];
+    struct pcm_remote_stack remote;
+    struct pcm_remote_stack remote_class[PCM_OUTGOING_CLASSES];
     _Alignas(PCM_CACHE_LINE) volatile pcm_word_t lock;
 #ifdef PCM_HARDENED
     uint64_t random_state; /* the refill shuffle's generator (lock; hardening.c) */

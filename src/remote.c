@@ -7,28 +7,29 @@
 #include "free_mark.h"
 #include "hardening.h"
 
-/* The depth the top of `count` objects pushed onto `seen` would have.  A racy hint:
- * `seen` may already be drained and reused (its word 1 rewritten by the
- * drain or by its new owner while we read it); then the push's CAS fails,
- * unless seen came back to the top meanwhile (remote.h: what a wrong
- * depth costs).  Its own function so that ThreadSanitizer's
- * suppression of this one deliberate race (tests/sanitize/tsan.supp) can
- * name it and nothing else. */
-static inline pcm_word_t remote_depth_hint(pcm_word_t seen, pcm_word_t count)
+/* The depth the top of `count` objects pushed onto `seen` would have, from
+ * the stack's hint: the depth the last push gave its top.  Not from seen's
+ * word 1: seen may have been taken by a drain since we read it, gone back
+ * to an empty span, and its segment unmapped (the rseq path unmaps them,
+ * segment_pool.h) while this thread was preempted between the two loads -
+ * the read would fault.  The hint is racy (pushes that overlap may store
+ * each other's; a drain leaves it for an empty stack, which it does not
+ * count), so a depth may be off by what overlapping pushes added:
+ * remote.h says what a wrong depth costs. */
+static inline pcm_word_t remote_depth_hint(const struct pcm_remote_stack *stack, pcm_word_t seen, pcm_word_t count)
 {
-    pcm_word_t depth = (seen ? pcm_load_relaxed((volatile pcm_word_t *)seen + 1) & PCM_DEPTH_MASK : 0) + count;
+    pcm_word_t depth = (seen ? pcm_load_relaxed(&stack->depth_hint) & PCM_DEPTH_MASK : 0) + count;
     return depth > PCM_DEPTH_MASK ? PCM_DEPTH_MASK : depth;
 }
 
 void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, void *last, unsigned count)
 {
-    volatile pcm_word_t *list = pcm_remote_list(owner, cls);
-    /* acquire (here and on a failed CAS): the depth the top's pusher
-     * wrote is visible to the hint */
+    struct pcm_remote_stack *stack = pcm_remote_stack(owner, cls);
+    volatile pcm_word_t *list = &stack->top;
     pcm_word_t seen = pcm_load_acquire(list);
     pcm_word_t depth;
     do {
-        depth = remote_depth_hint(seen, count);
+        depth = remote_depth_hint(stack, seen, count);
         /* Their depths on the stack: it then reads as a cache would
          * (percpu_cache.h), and a refill can take it as one.  (depth >=
          * count: counts stay far below the mask.) */
@@ -36,6 +37,7 @@ void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, vo
         *(pcm_word_t *)last = pcm_link_encode(last, seen);
         /* release: the objects' words are written before they can be drained */
     } while (!pcm_cas_acq_rel(list, &seen, (pcm_word_t)first));
+    pcm_store_relaxed(&stack->depth_hint, depth);
 
     /* Only tried: the caller may hold another heap's lock. */
     if (depth >= PCM_REMOTE_HELP_DEPTH && pcm_heap_trylock(owner)) {

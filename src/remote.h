@@ -13,11 +13,15 @@
  * (heap.c: pcm_heap_take_remote_class_locked), where the walk was a chain
  * of misses on lines the freeing CPUs hold.  A push adds one object or a
  * whole chain, marking its objects with the depths they get on top of the
- * top it saw (whose own depth it reads), and linking the chain's last
- * object to that top.
- * The depths are exact unless that top was taken and came back to the top
- * between the pusher's read of its depth and its CAS (ABA, below): then
- * the pushed chain's depths count from the old stack.  A wrong depth only
+ * top it saw (whose depth it reads from the stack's hint, which each push
+ * sets after its CAS: never from the top object, which a drain may have
+ * taken and its segment unmapped since: remote.c), and linking the
+ * chain's last object to that top.
+ * The depths are exact when pushes do not overlap.  Pushes that overlap
+ * may read a hint that another's CAS has made old, or store one over a
+ * newer; and a top taken that came back to the top between the pusher's
+ * read and its CAS (ABA, below) gives the pushed chain depths counted
+ * from the old stack.  A wrong depth only
  * misstates a count: a cache taken with it holds more or fewer objects
  * than its top's depth says, so it flushes late or early, as a saturated
  * depth does on the CAS path; no walk stops on a depth (every one follows
@@ -42,9 +46,15 @@
 #define PCM_REMOTE_HELP_DEPTH 256u
 
 /* The stack of owner's that takes objects of class cls. */
-static inline volatile pcm_word_t *pcm_remote_list(struct pcm_heap *owner, unsigned cls)
+static inline struct pcm_remote_stack *pcm_remote_stack(struct pcm_heap *owner, unsigned cls)
 {
     return cls < PCM_OUTGOING_CLASSES ? &owner->remote_class[cls] : &owner->remote;
+}
+
+/* Its top word. */
+static inline volatile pcm_word_t *pcm_remote_list(struct pcm_heap *owner, unsigned cls)
+{
+    return &pcm_remote_stack(owner, cls)->top;
 }
 
 /* obj (of owner's spans, class cls) was freed on another CPU. */

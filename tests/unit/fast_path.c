@@ -436,11 +436,11 @@ static void refill_from_remote_stack(const int cpus[2], size_t size)
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
     struct pcm_heap *h = &pcm_heaps[owner];
     unsigned seen;
-    PCM_CHECK(chain_holds(pcm_load_relaxed(&h->remote_class[cls]), b.p, b.n, &seen) && seen == b.n,
+    PCM_CHECK(chain_holds(pcm_load_relaxed(&h->remote_class[cls].top), b.p, b.n, &seen) && seen == b.n,
               "heap %u's remote stack of %zu bytes holds %u objects, not the %u freed on CPU %d", owner, size, seen,
               b.n, cpus[1]);
     unsigned at;
-    PCM_CHECK(depths_count_down(pcm_load_relaxed(&h->remote_class[cls]), &at),
+    PCM_CHECK(depths_count_down(pcm_load_relaxed(&h->remote_class[cls].top), &at),
               "heap %u's remote stack of %zu bytes: object %u from the top does not carry its depth", owner, size,
               at);
     pcm_heap_flush_caches_rseq(); /* this CPU's: the next malloc refills */
@@ -454,7 +454,7 @@ static void refill_from_remote_stack(const int cpus[2], size_t size)
     for (unsigned i = 0; i < b.n && !ours; i++)
         ours = b.p[i] == p;
     PCM_CHECK(ours, "the refill handed out %p, not one of the objects on the remote stack", p);
-    PCM_CHECK(pcm_load_relaxed(&h->remote_class[cls]) == 0, "heap %u's remote stack not taken by the refill", owner);
+    PCM_CHECK(pcm_load_relaxed(&h->remote_class[cls].top) == 0, "heap %u's remote stack not taken by the refill", owner);
     PCM_CHECK(chain_holds(slot_top(cpus[0], cls), b.p, b.n, &seen) && seen == taken - 1,
               "CPU %d's cache holds %u objects after the refill, not %u (its limit %u)", cpus[0], seen, taken - 1,
               room);
@@ -516,7 +516,7 @@ static void refill_from_stack_with_depth(int cpu, pcm_word_t stated)
     struct pcm_heap *h = &pcm_heaps[owner];
     pcm_heap_flush_caches_rseq(); /* this CPU's: the next malloc refills */
     pcm_heap_lock(h);
-    pcm_heap_drain_remote_list_locked(h, &h->remote_class[cls]);
+    pcm_heap_drain_remote_list_locked(h, &h->remote_class[cls].top);
     pcm_heap_unlock(h);
     PCM_REQUIRE(slot_top(cpu, cls) == 0, "CPU %d's cache not empty after its flush", cpu);
     /* p[0] on top, every depth below it 1. */
@@ -524,7 +524,7 @@ static void refill_from_stack_with_depth(int cpu, pcm_word_t stated)
         *(pcm_word_t *)p[i] = i + 1 < STACKED ? (pcm_word_t)p[i + 1] : 0;
         pcm_free_mark_set(p[i], i == 0 ? stated : 1);
     }
-    pcm_store_release(&h->remote_class[cls], (pcm_word_t)p[0]);
+    pcm_store_release(&h->remote_class[cls].top, (pcm_word_t)p[0]);
     unsigned times[STACKED] = {0};
     void *got[STACKED + 1];
     for (unsigned i = 0; i <= STACKED; i++) {
@@ -532,7 +532,7 @@ static void refill_from_stack_with_depth(int cpu, pcm_word_t stated)
         for (unsigned k = 0; k < STACKED; k++)
             times[k] += got[i] == p[k];
     }
-    PCM_CHECK(pcm_load_relaxed(&h->remote_class[cls]) == 0, "the remote stack not taken by the refill");
+    PCM_CHECK(pcm_load_relaxed(&h->remote_class[cls].top) == 0, "the remote stack not taken by the refill");
     for (unsigned k = 0; k < STACKED; k++)
         PCM_CHECK(times[k] == 1, "depth %lu on top: object %u of %u on the stack handed out %u times in %u mallocs",
                   (unsigned long)stated, k, STACKED, times[k], STACKED + 1);
