@@ -9,10 +9,11 @@
  * (segment.h), and that read must not fault.  On the rseq path no one
  * reads an object it does not own - a section's pop reads the top of its
  * own CPU's cache, and the kernel restarts it if anything else could have
- * run between - so there an empty segment's chunk goes back to the OS
- * instead (pcm_segment_pool_give_back), and its address space serves any
- * mapping of the program; the pool then holds only what the kernel
- * refused to unmap.  A pooled chunk stays mapped, its pages decommitted
+ * run between; a push onto a remote stack reads the stack's depth hint,
+ * not its top (remote.c) - so there an empty segment's chunk goes back to
+ * the OS instead (pcm_segment_pool_give_back), and its address space
+ * serves any mapping of the program; the pool then holds only what the
+ * kernel refused to unmap.  A pooled chunk stays mapped, its pages decommitted
  * (they read as zeroes); one lent to a large object stays mapped as that
  * object's memory, and comes back here when the object is freed, never
  * unmapped.  So a 32-bit
