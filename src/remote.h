@@ -21,11 +21,11 @@
  * may read a hint that another's CAS has made old, or store one over a
  * newer; and a top taken that came back to the top between the pusher's
  * read and its CAS (ABA, below) gives the pushed chain depths counted
- * from the old stack.  A wrong depth only
- * misstates a count: a cache taken with it holds more or fewer objects
- * than its top's depth says, so it flushes late or early, as a saturated
- * depth does on the CAS path; no walk stops on a depth (every one follows
- * the links to their end), so no object is lost or handed out twice.
+ * from the old stack.  A wrong depth only misstates a count: a cache
+ * taken with it holds more or fewer objects than its top's depth says, so
+ * it flushes late or early, as a saturated depth does on the CAS path; no
+ * walk stops on a depth (every one follows the links to their end), so no
+ * object is lost or handed out twice.
  * (tests/unit/fast_path.c gives a refill a stack with wrong depths.)
  * Why ABA cannot hurt: a drain or a refill takes the whole chain with one
  * swap and never looks at next pointers while others push; a push only links its
