@@ -19,6 +19,8 @@
  */
 #include "os.h"
 
+#include "atomic.h"
+
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
@@ -109,19 +111,21 @@ void *pcm_os_vdso_symbol(const char *name)
     return NULL;
 }
 
-/* The vDSO's clock; 0 not looked up yet, 1 none (libc's then). */
-static volatile uintptr_t vdso_clock;
+/* The vDSO's clock; 0 not looked up yet, 1 none (the system call then).
+ * Relaxed: every thread that looks it up finds the same address, in code
+ * that never changes. */
+static volatile pcm_word_t vdso_clock;
 
 static vdso_clock_fn find_clock(void)
 {
-    uintptr_t fn = vdso_clock;
+    pcm_word_t fn = pcm_load_relaxed(&vdso_clock);
     if (fn == 0) {
 #ifdef VDSO_CLOCK_NAME
-        fn = (uintptr_t)pcm_os_vdso_symbol(VDSO_CLOCK_NAME);
+        fn = (pcm_word_t)pcm_os_vdso_symbol(VDSO_CLOCK_NAME);
 #endif
         if (!fn)
             fn = 1;
-        vdso_clock = fn;
+        pcm_store_relaxed(&vdso_clock, fn);
     }
     return fn == 1 ? NULL : (vdso_clock_fn)fn;
 }

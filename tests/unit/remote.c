@@ -34,6 +34,14 @@ static void empty_stack(struct pcm_heap *h, unsigned cls)
     pcm_heap_unlock(h);
 }
 
+/* What free does before a push (the hardened build's free bit), then the
+ * push of p as a free on another CPU does it. */
+static void free_remotely(struct pcm_heap *h, unsigned cls, void *p)
+{
+    pcm_hardened_free(pcm_span_of(pcm_segment_of(p), p), p, "free");
+    pcm_remote_free(h, cls, p);
+}
+
 static pcm_word_t depth_of(void *obj)
 {
     return *pcm_object_word1(obj) & PCM_DEPTH_MASK;
@@ -53,7 +61,7 @@ PCM_TEST(remote_pushes_in_turn_mark_exact_depths)
         PCM_REQUIRE(owner_of(p[i]) == h, "objects of two heaps (a refill went elsewhere)");
     empty_stack(h, cls);
     for (unsigned i = 0; i < PUSHES; i++) {
-        pcm_remote_free(h, cls, p[i]);
+        free_remotely(h, cls, p[i]);
         PCM_CHECK(pcm_load_relaxed(pcm_remote_list(h, cls)) == (pcm_word_t)p[i], "push %u not on top", i);
         PCM_CHECK(depth_of(p[i]) == i + 1, "push %u: depth %lu, expected %u", i, (unsigned long)depth_of(p[i]),
                   i + 1);
@@ -84,9 +92,11 @@ PCM_TEST(remote_push_never_reads_the_top_it_saw)
     /* a stack of 7 whose top now lies on that page */
     pcm_store_relaxed(&stack->depth_hint, 7);
     pcm_store_relaxed(&stack->top, (pcm_word_t)gone);
-    pcm_remote_free(h, cls, p); /* faulted here */
+    free_remotely(h, cls, p); /* faulted here */
     PCM_CHECK(pcm_load_relaxed(&stack->top) == (pcm_word_t)p, "the push is not on top");
-    PCM_CHECK(pcm_link_next(p, *(pcm_word_t *)p) == gone, "the push is not linked to the top it saw");
+    /* (decoded, not followed: the hardened build's pcm_link_next would
+     * rightly refuse a link to no free object) */
+    PCM_CHECK(pcm_link_decode(p, *(pcm_word_t *)p) == (pcm_word_t)gone, "the push is not linked to the top it saw");
     PCM_CHECK(depth_of(p) == 8, "depth %lu on a stack of 7, expected 8", (unsigned long)depth_of(p));
     /* p alone goes home; the page was never a stack's */
     pcm_store_relaxed(&stack->top, 0);
