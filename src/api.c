@@ -51,13 +51,7 @@ struct object_info {
  * diagnosis to checked_span. */
 static inline __attribute__((always_inline)) bool span_has_object(const struct pcm_span *span, void *p)
 {
-    /* An offset that is no object's start gives an index above any
-     * (pcm_span_index).  carved only grows while the span lives, so an
-     * object handed out is always below it; read without the lock, it can
-     * only be larger.  A page in no span (free, or the segment's header)
-     * is its own descriptor with carved == 0 (segment.h), so this also
-     * rejects p there. */
-    return __builtin_expect(pcm_span_index(span, (uint32_t)((uintptr_t)p - span->start)) < span->carved, 1);
+    return __builtin_expect(pcm_span_holds_object(span, p), 1);
 }
 
 /* p lies in segment: its span, after the cheap checks that p is at the

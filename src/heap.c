@@ -585,7 +585,7 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
                 for (uintptr_t obj = from; obj < to; obj += span->object_size)
                     chain_append(&head, &last, obj);
             }
-            span->carved += fresh;
+            pcm_span_set_carved(span, span->carved + fresh);
             count += fresh;
             pcm_segment_touched(pcm_segment_of((void *)span->start), from, to);
         }

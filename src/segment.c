@@ -414,14 +414,14 @@ struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsig
     size_t slot = slot_take(s);
     struct pcm_span *span = &s->span[slot];
     for (size_t i = 0; i < pages; i++)
-        s->span_first[first + i] = (uint16_t)(slot * sizeof(struct pcm_span));
+        s->span_first[first + i] = (uint16_t)(slot * sizeof(struct pcm_span) / PCM_SPAN_FIRST_SCALE);
     span->class_plus1 = (uint16_t)(cls + 1);
     span->owner = (uint16_t)s->owner;
     pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
     span->slot0 = pcm_rseq_slot0(cls);
-    span->start = (uintptr_t)s + (first << PCM_PAGE_SHIFT);
+    pcm_span_set_start(span, (uintptr_t)s + (first << PCM_PAGE_SHIFT));
     span->used = 0;
-    span->carved = 0;
+    pcm_span_set_carved(span, 0);
     span->pages = (uint16_t)pages;
     span->listed = span->active = span->trimmed = 0;
     span->free = NULL;
@@ -478,7 +478,7 @@ void pcm_segment_span_release(struct pcm_segment *s, struct pcm_span *span)
         s->span_first[first + i] = 0;
     /* Free's check that p is in a span, for a stale span_first read. */
     span->class_plus1 = 0;
-    span->carved = 0;
+    pcm_span_set_carved(span, 0);
     s->slot_used[slot / PCM_WORD_BITS] &= ~((pcm_word_t)1 << (slot % PCM_WORD_BITS));
     mark_pages(s, first, span->pages, false);
     s->free_pages += span->pages;

@@ -7,9 +7,9 @@
  * each page to its span's descriptor.  A span is a run of pages holding
  * objects of one size class, described by one descriptor, so pointer ->
  * span is: segment = p & ~(SEGMENT_SIZE - 1), page index, span_first[page]
- * (the byte offset of the descriptor in span[], so free adds it with no
- * multiply).  The map is 2 bytes a page where the descriptors are 64:
- * free touches 32 times fewer lines to find a span than through
+ * (the byte offset of the descriptor in span[] over 8, so free adds it
+ * with a scaled lea).  The map is 2 bytes a page where the descriptors are
+ * 96: free touches 48 times fewer lines to find a span than through
  * descriptors of their own pages.  (Each page's descriptor holding a copy
  * of its span's fields, which free found with no load of the map, was no
  * faster: threadtest at one thread, 0.86 to 1.12 of this in 10
@@ -68,23 +68,46 @@ enum pcm_owner_kind {
     PCM_KIND_LARGE = 0x1A76u,   /* a large object's own mapping */
 };
 
-/* Ordered without holes: 64 bytes on 64-bit builds, so free's page ->
- * descriptor step is a shift. */
+/* 64-bit builds check that free's pointer is an object's start with one
+ * 64-bit multiply and one compare (pcm_span_holds_object); 32-bit ones,
+ * which have no 64-bit multiply to spare, with pcm_span_index's 32-bit
+ * multiply and rotate. */
+#if UINTPTR_MAX > 0xffffffffu
+#define PCM_SPAN_MULTIPLY_CHECK 1
+/* Aligned to 32 (96 bytes in all), so free's fields, the first 32 bytes,
+ * never straddle two cache lines. */
+#define PCM_SPAN_ALIGN __attribute__((aligned(32)))
+#else
+#define PCM_SPAN_MULTIPLY_CHECK 0
+#define PCM_SPAN_ALIGN
+#endif
+
+/* Ordered without holes, free's fields first. */
 struct pcm_span {
     /* [published] */
     uint16_t class_plus1;  /* 0: page not in a span (free, or the header) */
     uint16_t owner;        /* heap index */
+#if PCM_SPAN_MULTIPLY_CHECK
+    uint32_t start_low;    /* start's low 32 bits: free's offsets are 32-bit */
+#endif
+    pcm_word_t *slot0;     /* CPU 0's cache slot of the class (percpu_rseq.h):
+                              the rseq free's push goes there with no table */
+#if PCM_SPAN_MULTIPLY_CHECK
+    uint64_t object_multiplier; /* 2^64 / object_size rounded down, plus 1 */
+    /* owner's lock */
+    uint64_t carved_limit; /* carved * object_multiplier * object_size, the
+                              product mod 2^64 (pcm_span_set_carved); read
+                              without the lock by free's check */
+    /* [published] */
+#endif
+    uintptr_t start;       /* address of object 0 */
     uint32_t object_size;
     uint32_t size_inverse; /* of object_size's odd part, mod 2^32: see pcm_span_index */
     /* owner's lock */
     uint32_t used;
-    /* [published] */
-    pcm_word_t *slot0;     /* CPU 0's cache slot of the class (percpu_rseq.h):
-                              the rseq free's push goes there with no table */
-    uintptr_t start;       /* address of object 0 */
-    /* owner's lock */
-    uint32_t carved;       /* also read without the lock by free's check;
-                              0 in every descriptor that starts no span */
+    uint32_t carved;       /* also read without the lock by free's check
+                              (32-bit builds); 0 in every descriptor that
+                              starts no span, and so is carved_limit */
     uint16_t pages;
     uint8_t listed : 1;    /* on its class's partial list */
     uint8_t active : 1;    /* objects cut from it or back since the last decay tick */
@@ -92,10 +115,14 @@ struct pcm_span {
     uint8_t size_shift;    /* [published] object_size's trailing zero bits */
     void *free;
     struct pcm_span *prev, *next; /* the bin's partial list */
-};
-_Static_assert(sizeof(void *) != 8 || sizeof(struct pcm_span) == 64, "a span descriptor is 64 bytes");
-_Static_assert((PCM_SEGMENT_PAGES - 1) * sizeof(struct pcm_span) <= UINT16_MAX,
-               "span_first holds a descriptor's byte offset");
+} PCM_SPAN_ALIGN;
+_Static_assert(!PCM_SPAN_MULTIPLY_CHECK || sizeof(struct pcm_span) == 96, "a span descriptor is 96 bytes");
+/* span_first holds a descriptor's byte offset over this: free's lea scales
+ * it back for free. */
+#define PCM_SPAN_FIRST_SCALE (sizeof(struct pcm_span) % 8 == 0 ? 8u : 4u)
+_Static_assert(sizeof(struct pcm_span) % 4 == 0, "a descriptor's offset is a multiple of the scale");
+_Static_assert((PCM_SEGMENT_PAGES - 1) * sizeof(struct pcm_span) / PCM_SPAN_FIRST_SCALE <= UINT16_MAX,
+               "span_first holds a descriptor's scaled byte offset");
 
 #define PCM_WORD_BITS (sizeof(pcm_word_t) * 8)
 
@@ -129,11 +156,12 @@ struct pcm_segment {
     /* Slots of span[] that describe a span; slot 0 always set (no span's). */
     pcm_word_t slot_used[PCM_SEGMENT_PAGES / PCM_WORD_BITS];
     /* [published] Page -> byte offset in span[] of its span's descriptor
-     * for a page in a span, 0 for any other page. */
+     * over PCM_SPAN_FIRST_SCALE for a page in a span, 0 for any other
+     * page. */
     uint16_t span_first[PCM_SEGMENT_PAGES];
-    /* 64-byte aligned: on 64-bit builds, where a descriptor is 64 bytes,
-     * every field free reads lies on one cache line (unaligned, at 0x9a8,
-     * a descriptor straddled two, and free loaded both). */
+    /* 64-byte aligned: on 64-bit builds, where descriptors are 32-byte
+     * aligned, the fields free reads lie on one cache line (unaligned, at
+     * 0x9a8, a descriptor straddled two, and free loaded both). */
     struct pcm_span span[PCM_SEGMENT_PAGES] __attribute__((aligned(64)));
 #ifdef PCM_HARDENED
     /* One bit per 16-byte unit of the segment.  Invariant: an object's bit
@@ -156,7 +184,8 @@ static inline struct pcm_segment *pcm_segment_of(const void *p)
 /* The span holding p in segment s (class_plus1 == 0 if none). */
 static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
 {
-    return (struct pcm_span *)((char *)s->span + s->span_first[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT]);
+    size_t scaled = s->span_first[((uintptr_t)p - (uintptr_t)s) >> PCM_PAGE_SHIFT];
+    return (struct pcm_span *)((char *)s->span + scaled * PCM_SPAN_FIRST_SCALE);
 }
 
 /*
@@ -197,12 +226,68 @@ static inline uint32_t pcm_span_capacity(const struct pcm_span *span)
     return pcm_class_span_objects(span->class_plus1 - 1u);
 }
 
-/* Set span's object size and what pcm_span_index needs of it. */
+/* Set span's object size and what pcm_span_index and
+ * pcm_span_holds_object need of it. */
 static inline void pcm_span_set_size(struct pcm_span *span, uint32_t size)
 {
     span->object_size = size;
     span->size_shift = (uint8_t)__builtin_ctz(size);
     span->size_inverse = pcm_odd_inverse(size >> span->size_shift);
+#if PCM_SPAN_MULTIPLY_CHECK
+    /* floor(2^64 / size) + 1: UINT64_MAX / size is one less where size,
+     * a power of two, divides 2^64 */
+    uint64_t below = UINT64_MAX / size + (UINT64_MAX % size == size - 1u);
+    span->object_multiplier = below + 1u;
+#endif
+}
+
+/* Set span's count of objects cut (and free's bound with it). */
+static inline void pcm_span_set_carved(struct pcm_span *span, uint32_t carved)
+{
+    span->carved = carved;
+#if PCM_SPAN_MULTIPLY_CHECK
+    span->carved_limit = (uint64_t)carved * (span->object_multiplier * span->object_size);
+#endif
+}
+
+/* Set span's start (before its objects are published). */
+static inline void pcm_span_set_start(struct pcm_span *span, uintptr_t start)
+{
+    span->start = start;
+#if PCM_SPAN_MULTIPLY_CHECK
+    span->start_low = (uint32_t)start;
+#endif
+}
+
+/*
+ * Whether p, in span's segment, is the start of an object carved from
+ * span: the check every free makes before it trusts p.
+ *
+ * 64-bit builds: with d = object_size, c = object_multiplier (2^64 / d
+ * rounded down, plus 1) and e = c * d - 2^64, so 1 <= e <= d, write the
+ * offset n = p - start (32 bits) as q * d + r.  Then c * n mod 2^64 is
+ *   - q * e when r == 0: below carved * e (carved_limit) exactly when
+ *     q < carved, as e >= 1;
+ *   - q * e + r * c, with no wrap, when r > 0: at least c > 2^44 (d is at
+ *     most 1 MiB), above any carved_limit (at most a span's bytes).
+ * No wrap: q * e <= n < 2^32 and r * c <= (d - 1) * c = 2^64 + e - c,
+ * with c > 2^32 + e.  An n that wrapped below start reads above 2^32 - 2^22
+ * (p and start lie in one 4 MiB segment): q is then past any carved.  So
+ * one multiply and one compare, with no rotate by a loaded count.
+ * 32-bit builds: pcm_span_index's rotate and compare.
+ * carved only grows while the span lives, so an object handed out is
+ * always below the bound; read without the lock, it can only be larger.
+ * A page in no span is its own descriptor with both bounds 0, so this
+ * also rejects p there.
+ */
+static inline bool pcm_span_holds_object(const struct pcm_span *span, const void *p)
+{
+#if PCM_SPAN_MULTIPLY_CHECK
+    uint64_t offset = (uint32_t)((uint32_t)(uintptr_t)p - span->start_low);
+    return offset * span->object_multiplier < span->carved_limit;
+#else
+    return pcm_span_index(span, (uint32_t)((uintptr_t)p - span->start)) < span->carved;
+#endif
 }
 
 /* A new segment for heap `owner`, registered in the segment map; NULL with

@@ -3,7 +3,8 @@
  * check rests on: pcm_span_index must give every object's index exactly,
  * and for every other offset in a span an index no object of the span has,
  * so that "index < carved" alone accepts exactly the objects cut.  Checked
- * for every class at every byte offset of its span.  And the header
+ * for every class at every byte offset of its span; and so must the
+ * check free makes (pcm_span_holds_object).  And the header
  * pages of descriptors: packed at the front, unwritten while none of
  * their slots is in use and given back when none is any more, read as
  * "in no span" while gone, back when a span takes a slot there; and the
@@ -48,6 +49,51 @@ PCM_TEST(segment_span_index_every_offset)
             }
         }
         PCM_CHECK(wrong == 0, "class %u (%u bytes): %u offsets of %u wrong", cls, size, wrong, bytes);
+    }
+}
+
+/* pcm_span_holds_object, the check free makes, against a reference that
+ * counts objects: for every class, with none, one, half and all of a
+ * span's objects carved, at every byte from a span's length below the
+ * span's start to a span's length past its end (within its segment).  The
+ * span lies in a segment at an address whose low 32 bits are high, and
+ * at its segment's first page after the header and at its last one. */
+PCM_TEST(segment_holds_object_every_offset)
+{
+    const uintptr_t segment = (uintptr_t)0x7fffffc00000u & (uintptr_t)~(PCM_SEGMENT_SIZE - 1);
+    for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
+        struct pcm_span span = {0};
+        pcm_span_set_size(&span, (uint32_t)pcm_class_size(cls));
+        uint32_t size = span.object_size, capacity = (uint32_t)pcm_class_span_objects(cls);
+        size_t bytes = pcm_class_span_pages(cls) * PCM_SPAN_PAGE_BYTES;
+        const uintptr_t starts[] = {segment + PCM_PAGE_SIZE, segment + PCM_SEGMENT_SIZE - bytes};
+        const uint32_t carved_counts[] = {0, 1, capacity / 2, capacity};
+        unsigned long wrong = 0;
+        for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+            pcm_span_set_start(&span, starts[k]);
+            uintptr_t from = starts[k] - segment >= bytes ? starts[k] - bytes : segment;
+            uintptr_t to = starts[k] + 2 * bytes <= segment + PCM_SEGMENT_SIZE ? starts[k] + 2 * bytes
+                                                                              : segment + PCM_SEGMENT_SIZE;
+            for (size_t c = 0; c < sizeof carved_counts / sizeof carved_counts[0]; c++) {
+                pcm_span_set_carved(&span, carved_counts[c]);
+                uint32_t index = 0, within = 0; /* the reference: p = start + index * size + within */
+                for (uintptr_t p = from; p < to; p++) {
+                    bool object = false;
+                    if (p >= starts[k]) {
+                        object = within == 0 && index < carved_counts[c];
+                        if (++within == size) {
+                            within = 0;
+                            index++;
+                        }
+                    }
+                    if (pcm_span_holds_object(&span, (const void *)p) != object && wrong++ == 0)
+                        PCM_CHECK(0, "class %u (%u bytes), %u carved: %s at start + %ld", cls, size,
+                                  carved_counts[c], object ? "an object rejected" : "no object accepted",
+                                  (long)(p - starts[k]));
+                }
+            }
+        }
+        PCM_CHECK(wrong == 0, "class %u (%u bytes): %lu pointers judged wrong", cls, size, wrong);
     }
 }
 
@@ -292,8 +338,9 @@ PCM_TEST(segment_span_descriptor_names_its_class_slot)
                   "class %u: the descriptor names slot %p", cls, (void *)span->slot0);
         PCM_CHECK(pcm_span_capacity(span) == pcm_class_span_objects(cls), "class %u: capacity %u, the class has %u",
                   cls, pcm_span_capacity(span), pcm_class_span_objects(cls));
-        if (sizeof(struct pcm_span) == 64)
-            PCM_CHECK((uintptr_t)span % 64 == 0, "class %u: descriptor at %p straddles two lines", cls, (void *)span);
+        if (PCM_SPAN_MULTIPLY_CHECK)
+            PCM_CHECK((uintptr_t)span % 64 + offsetof(struct pcm_span, start) <= 64,
+                      "class %u: free's fields of the descriptor at %p straddle two lines", cls, (void *)span);
         pcm_segment_span_release(s, span);
     }
 }
