@@ -182,18 +182,23 @@ static inline __attribute__((always_inline)) struct pcm_span *fast_checked_span(
 
 static inline __attribute__((always_inline)) void free_checked(void *p, const char *call)
 {
-    enum pcm_index_kind kind = pcm_segment_index_kind(p);
     struct pcm_span *span;
 #ifdef PCM_ARCH_RSEQ
-    /* The index's byte says the path as well (segment_map.h). */
-    if (__builtin_expect(kind == PCM_INDEX_RSEQ, 1)) {
+    /* The index's byte says the path as well (segment_map.h).  Compared
+     * in memory: the CAS path below reads it again (the barrier keeps the
+     * compiler from loading it into a register for both), which spares
+     * the rseq path an instruction. */
+    if (__builtin_expect(pcm_segment_index_kind(p) == PCM_INDEX_RSEQ, 1)) {
         if (__builtin_expect((span = fast_checked_span(p)) != NULL, 1)) {
             small_free_rseq(span, p);
             return;
         }
-    } else
+        free_checked_slow(p, call);
+        return;
+    }
+    __asm__ __volatile__("" ::: "memory");
 #endif
-    if (__builtin_expect(kind != PCM_INDEX_NONE, 1) && (span = fast_checked_span(p)) != NULL) {
+    if (__builtin_expect(pcm_segment_index_kind(p) != PCM_INDEX_NONE, 1) && (span = fast_checked_span(p)) != NULL) {
         small_free(span, p, call);
         return;
     }
