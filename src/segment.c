@@ -395,7 +395,8 @@ static size_t slot_take(struct pcm_segment *s)
 {
     size_t slot = next_page(s->slot_used, 1, PCM_SEGMENT_PAGES, false);
     s->slot_used[slot / PCM_WORD_BITS] |= (pcm_word_t)1 << (slot % PCM_WORD_BITS);
-    /* (Two pages where a descriptor is not a power of two: 32-bit builds.) */
+    /* (Two pages where a descriptor straddles a page boundary: descriptors
+     * are 96 bytes on 64-bit builds, 44 on 32-bit ones.) */
     size_t at = offsetof(struct pcm_segment, span) + slot * sizeof(struct pcm_span);
     for (size_t k = at >> PCM_PAGE_SHIFT; k <= (at + sizeof(struct pcm_span) - 1) >> PCM_PAGE_SHIFT; k++) {
         pcm_word_t bit = (pcm_word_t)1 << k;
