@@ -118,7 +118,7 @@ static inline __attribute__((always_inline)) void small_free_rseq(struct pcm_spa
     pcm_word_t mark = pcm_free_mark(p);
     if (PCM_FREE_MARK_WIDE)
         ((pcm_word_t *)p)[2] = pcm_free_mark_wide(p);
-    pcm_arch_rseq_push(span->slot, pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full, aborted);
+    pcm_arch_rseq_push(span->slot0, pcm_cpu_rseq_offset, span->owner, p, mark, other_cpu, full, aborted);
     return;
     /* Out of line, with nothing but p: the fast path keeps no other
      * value alive across the section, so it saves no registers. */

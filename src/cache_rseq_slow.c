@@ -46,8 +46,8 @@ static enum push_result push_on(struct pcm_heap *owner, unsigned cls, void *obj)
     if (PCM_FREE_MARK_WIDE)
         ((pcm_word_t *)obj)[2] = pcm_free_mark_wide(obj);
 retry:
-    pcm_arch_rseq_push(pcm_rseq_slot(pcm_heap_index(owner), cls), pcm_cpu_rseq_offset, pcm_heap_index(owner), obj, mark,
-                       other_cpu, full, aborted);
+    pcm_arch_rseq_push(pcm_rseq_slot0(cls), pcm_cpu_rseq_offset, pcm_heap_index(owner), obj, mark, other_cpu, full,
+                       aborted);
     return PUSHED;
 other_cpu:
     return OTHER_CPU;

@@ -36,10 +36,9 @@
  *       one of the guard heaps below heap 0, whose limits read 0 - with a
  *       heap for every possible CPU, the only condition of this path, no
  *       other cpu_id lies outside the heaps);
- *   pcm_arch_rseq_push(slot, off, owner, obj, mark, other_cpu, full,
- *       aborted) - a statement that pushes obj onto slot, CPU owner's
- *       (pcm_rseq_slot), or jumps to a label (full: the bin's limit,
- *       PCM_RSEQ_LIMIT_OFFSET above the slot, reached);
+ *   pcm_arch_rseq_push(slot0, off, owner, obj, mark, other_cpu, full,
+ *       aborted) - a statement that pushes obj or jumps to a label (full:
+ *       the bin's limit, PCM_RSEQ_LIMIT_OFFSET above the slot, reached);
  *   pcm_arch_rseq_push_here(slot0, off, &cpus, obj, mark, no_cpu, full,
  *       aborted) - the same on whatever CPU the thread runs on (no_cpu:
  *       the thread has no CPU number below cpus);
@@ -95,19 +94,12 @@ static inline pcm_word_t *pcm_rseq_slot0(size_t cls)
     return (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr;
 }
 
-/* CPU cpu's cache slot of class cls: where a push of heap cpu's objects
- * goes.  Free's push reads it from the span (segment.h: slot), on the line
- * of the span's other fields it reads anyway: no arithmetic on the CPU
- * number, which the section only compares with the owner. */
-static inline pcm_word_t *pcm_rseq_slot(unsigned cpu, size_t cls)
-{
-    return (pcm_word_t *)&pcm_heaps[cpu].bins[cls].cache.half.ptr;
-}
-
-/* CPU 0's slots, looked up by 16-byte size step up to 1 KiB (sizeclass.h's
+/* The same, looked up by 16-byte size step up to 1 KiB (sizeclass.h's
  * pcm_class_of_step), so malloc's fast path finds its slot with one load
- * instead of the heaps' address, a shift and an add.  Filled by
- * pcm_rseq_slots_init before the fast path is chosen, never changed. */
+ * instead of the heaps' address, a shift and an add; free's reads it from
+ * the span (segment.h: slot0), on the line of the span's other fields it
+ * reads anyway.  Filled by pcm_rseq_slots_init before the fast path is
+ * chosen, never changed. */
 #ifdef PCM_ARCH_RSEQ
 extern pcm_word_t *pcm_rseq_slot0_of_step[PCM_CLASS_TABLE_MAX / 16] __attribute__((visibility("hidden")));
 void pcm_rseq_slots_init(void);

@@ -419,7 +419,7 @@ struct pcm_span *pcm_segment_span_cut(struct pcm_segment *s, size_t first, unsig
     span->class_plus1 = (uint16_t)(cls + 1);
     span->owner = (uint16_t)s->owner;
     pcm_span_set_size(span, (uint32_t)pcm_class_size(cls));
-    span->slot = pcm_rseq_slot(s->owner, cls);
+    span->slot0 = pcm_rseq_slot0(cls);
     pcm_span_set_start(span, (uintptr_t)s + (first << PCM_PAGE_SHIFT));
     span->used = 0;
     pcm_span_set_carved(span, 0);

@@ -90,9 +90,8 @@ struct pcm_span {
 #if PCM_SPAN_MULTIPLY_CHECK
     uint32_t start_low;    /* start's low 32 bits: free's offsets are 32-bit */
 #endif
-    pcm_word_t *slot;      /* the owner CPU's cache slot of the class
-                              (percpu_rseq.h: pcm_rseq_slot): the rseq
-                              free's push goes there with no table */
+    pcm_word_t *slot0;     /* CPU 0's cache slot of the class (percpu_rseq.h):
+                              the rseq free's push goes there with no table */
 #if PCM_SPAN_MULTIPLY_CHECK
     uint64_t object_multiplier; /* 2^64 / object_size rounded down, plus 1 */
     /* owner's lock */

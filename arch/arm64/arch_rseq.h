@@ -71,18 +71,18 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  : "x9", "x10", "memory", "cc"                                                  \
                  : empty, aborted)
 
-/* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then
- * push_here's slot), x10 (top), x11 (depth, then word 1), x12 (the limit). */
-#define pcm_arch_rseq_push_if(jump_, locate_, at_, slot_, off_, who_, obj_, mark_, miss, full, aborted) \
+/* C: as in arch/x86_64/arch_rseq.h (push).  Scratch: x9 (cpu, then the
+ * slot), x10 (top), x11 (depth, then word 1), x12 (the limit). */
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)      \
     __asm__ goto(PCM_RSEQ_DESCRIPTOR("x9")                                                      \
                  "1:\n\t"                                                                       \
                  "ldr w9, [%[area], #4]\n\t"                                                    \
                  "cmp w9, %w[who]\n\t"                                                          \
                  jump_ " %l[" #miss "]\n\t"                                                     \
-                 locate_                                                                        \
-                 "ldr x10, [" at_ "]\n\t"                                                       \
+                 "add x9, %[slot], x9, lsl %[shift]\n\t"                                        \
+                 "ldr x10, [x9]\n\t"                                                            \
                  "mov x11, #0\n\t"                                                              \
-                 "ldr w12, [" at_ ", %[limit]]\n\t"                                             \
+                 "ldr w12, [x9, %[limit]]\n\t"                                                  \
                  "cbz x10, 7f\n\t"                                                              \
                  "ldrh w11, [x10, #8]\n\t" /* depth: PCM_DEPTH_BITS == 16 */                    \
                  "7: cmp w11, w12\n\t"                                                          \
@@ -91,25 +91,22 @@ static inline volatile struct rseq *pcm_arch_rseq_area(ptrdiff_t off)
                  "add x11, x11, %[mark]\n\t"                                                    \
                  "add x11, x11, #1\n\t"                                                         \
                  "str x11, [%[object], #8]\n\t"                                                 \
-                 "str %[object], [" at_ "]\n\t" /* commit */                                    \
+                 "str %[object], [x9]\n\t" /* commit */                                         \
                  "2:\n\t"                                                                       \
                  ".pushsection __rseq_failure, \"ax\"\n\t" PCM_RSEQ_SIGNATURE                   \
                  "4: b %l[" #aborted "]\n\t"                                                    \
                  ".popsection\n\t"                                                              \
                  :                                                                              \
-                 : [slot] "r"(slot_), [area] "r"(pcm_arch_rseq_area(off_)),                     \
+                 : [slot] "r"(slot0_), [area] "r"(pcm_arch_rseq_area(off_)),                    \
                    [who] "r"((unsigned)(who_)), [object] "r"(obj_), [mark] "r"(mark_),          \
                    [limit] "i"(PCM_RSEQ_LIMIT_OFFSET), [shift] "i"(PCM_RSEQ_STRIDE_SHIFT)       \
                  : "x9", "x10", "x11", "x12", "memory", "cc"                                    \
                  : miss, full, aborted)
-/* The two checks of the CPU, and where each finds the slot (see
- * arch/x86_64/arch_rseq.h): push is given the owner's, push_here works out
- * this CPU's from slot0. */
-#define pcm_arch_rseq_push(slot_, off_, owner_, obj_, mark_, other_cpu, full, aborted)        \
-    pcm_arch_rseq_push_if("b.ne", "", "%[slot]", slot_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
+/* The two checks of the CPU (see arch/x86_64/arch_rseq.h). */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+    pcm_arch_rseq_push_if("b.ne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
 #define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)      \
-    pcm_arch_rseq_push_if("b.hs", "add x9, %[slot], x9, lsl %[shift]\n\t", "x9", slot0_, off_, *(cpus_), obj_, \
-                          mark_, no_cpu, full, aborted)
+    pcm_arch_rseq_push_if("b.hs", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (take all). */
 static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)

@@ -100,20 +100,21 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off)
  * them).  Scratch: eax (cpu, then the slot), ecx (top, then its depth,
  * then word 1). */
 struct pcm_arch_rseq_push_args {
-    pcm_word_t *slot;  /* 0: the owner's slot (push), CPU 0's (push_here) */
+    pcm_word_t *slot0; /* 0 */
     unsigned who;      /* 4: the owner, or the number of CPUs */
     pcm_word_t mark;   /* 8 */
 };
 
-#define pcm_arch_rseq_push_if(jump_, locate_, slot_, off_, who_, obj_, mark_, miss, full, aborted) \
+#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)      \
     do {                                                                                        \
-        const struct pcm_arch_rseq_push_args pcm_args_ = {(slot_), (unsigned)(who_), (mark_)};  \
+        const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(who_), (mark_)}; \
         __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                        \
                      "1:\n\t"                                                                   \
                      "movl %%gs:4(%[off]), %%eax\n\t"                                           \
                      "cmpl 4(%[args]), %%eax\n\t"                                               \
                      jump_ " %l[" #miss "]\n\t"                                                 \
-                     locate_                                                                    \
+                     "shll %[shift], %%eax\n\t"                                                 \
+                     "addl 0(%[args]), %%eax\n\t"                                               \
                      "movl (%%eax), %%ecx\n\t"                                                  \
                      "movl %%ecx, (%[object])\n\t" /* obj->next = top: obj is still ours */     \
                      "testl %%ecx, %%ecx\n\t"                                                   \
@@ -137,15 +138,11 @@ struct pcm_arch_rseq_push_args {
                      : "eax", "ecx", "memory", "cc"                                             \
                      : miss, full, aborted);                                                    \
     } while (0)
-/* The two checks of the CPU, and where each finds the slot (see
- * arch/x86_64/arch_rseq.h): push is given the owner's, push_here works out
- * this CPU's from slot0. */
-#define pcm_arch_rseq_push(slot_, off_, owner_, obj_, mark_, other_cpu, full, aborted)        \
-    pcm_arch_rseq_push_if("jne", "movl 0(%[args]), %%eax\n\t", slot_, off_, owner_, obj_, mark_, other_cpu, full, \
-                          aborted)
+/* The two checks of the CPU (see arch/x86_64/arch_rseq.h). */
+#define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
+    pcm_arch_rseq_push_if("jne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
 #define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)      \
-    pcm_arch_rseq_push_if("jae", "shll %[shift], %%eax\n\taddl 0(%[args]), %%eax\n\t", slot0_, off_, *(cpus_), obj_, \
-                          mark_, no_cpu, full, aborted)
+    pcm_arch_rseq_push_if("jae", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (take all). */
 static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)

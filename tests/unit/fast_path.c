@@ -5,7 +5,7 @@
  *     rseq natively, cas with PCMALLOC_RSEQ=0, under qemu-user and on
  *     the generic build), with a reason to show for it;
  *   - rseq: a free on the owner's CPU lands on top of that CPU's cache
- *     slot of its class (the assembly, and the span's slot, found the
+ *     slot of its class (the assembly, and the span's slot0, found the
  *     right slot: every class) and the next malloc there takes it back;
  *     a free on another CPU lands on that CPU's outgoing list of its
  *     class (no atomic, and no malloc takes it there) for objects below
@@ -186,7 +186,7 @@ PCM_TEST(rseq_free_lands_in_this_cpus_slot)
 }
 
 /* The same for every class, on one CPU: free finds its slot through the
- * span (segment.h: slot), so a span naming another class's slot would
+ * span (segment.h: slot0), so a span naming another class's slot would
  * put the object where a malloc of that class hands it out. */
 PCM_TEST(rseq_free_of_every_class_lands_in_its_own_slot)
 {
@@ -203,8 +203,8 @@ PCM_TEST(rseq_free_of_every_class_lands_in_its_own_slot)
         void *p = pcm_malloc(size);
         PCM_REQUIRE(p, "malloc(%zu) failed", size);
         struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
-        PCM_CHECK(span->slot == pcm_rseq_slot(span->owner, cls), "class %u: the span names the slot of class %u", cls,
-                  (unsigned)(((char *)span->slot - (char *)pcm_rseq_slot(span->owner, 0)) / sizeof(struct pcm_bin)));
+        PCM_CHECK(span->slot0 == pcm_rseq_slot0(cls), "class %u: the span names the slot of class %u", cls,
+                  (unsigned)(((char *)span->slot0 - (char *)pcm_rseq_slot0(0)) / sizeof(struct pcm_bin)));
         /* A refill may have filled the cache (a remote stack taken whole):
          * one more object out leaves room for p. */
         void *room = pcm_malloc(size);

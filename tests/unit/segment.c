@@ -326,27 +326,22 @@ static size_t spare_in(const struct pcm_segment *s, size_t first, size_t pages)
 PCM_TEST(segment_span_descriptor_names_its_class_slot)
 {
     pcm_free(pcm_malloc(1)); /* start-up: the heaps the slots lie in */
-    /* Heap 0's segment and the last heap's: the slot is the owner's. */
-    const unsigned owners[2] = {0, pcm_heap_count - 1};
-    for (unsigned o = 0; o < 2; o++) {
-        struct pcm_segment *s = pcm_segment_create(owners[o]);
-        PCM_REQUIRE(s, "no segment");
-        PCM_CHECK((uintptr_t)s->span % 64 == 0, "span[] at byte 0x%lx of the segment",
-                  (unsigned long)((uintptr_t)s->span - (uintptr_t)s));
-        for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
-            size_t pages = pcm_class_span_pages(cls);
-            struct pcm_span *span = pcm_segment_span_create(s, cls, pages);
-            PCM_REQUIRE(span, "class %u: no span of %zu pages", cls, pages);
-            PCM_CHECK(span->slot == (pcm_word_t *)&pcm_heaps[owners[o]].bins[cls].cache.half.ptr,
-                      "heap %u, class %u: the descriptor names slot %p", owners[o], cls, (void *)span->slot);
-            PCM_CHECK(pcm_span_capacity(span) == pcm_class_span_objects(cls),
-                      "class %u: capacity %u, the class has %u", cls, pcm_span_capacity(span),
-                      pcm_class_span_objects(cls));
-            if (PCM_SPAN_MULTIPLY_CHECK)
-                PCM_CHECK((uintptr_t)span % 64 + offsetof(struct pcm_span, start) <= 64,
-                          "class %u: free's fields of the descriptor at %p straddle two lines", cls, (void *)span);
-            pcm_segment_span_release(s, span);
-        }
+    struct pcm_segment *s = pcm_segment_create(0);
+    PCM_REQUIRE(s, "no segment");
+    PCM_CHECK((uintptr_t)s->span % 64 == 0, "span[] at byte 0x%lx of the segment",
+              (unsigned long)((uintptr_t)s->span - (uintptr_t)s));
+    for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
+        size_t pages = pcm_class_span_pages(cls);
+        struct pcm_span *span = pcm_segment_span_create(s, cls, pages);
+        PCM_REQUIRE(span, "class %u: no span of %zu pages", cls, pages);
+        PCM_CHECK(span->slot0 == (pcm_word_t *)&pcm_heaps[0].bins[cls].cache.half.ptr,
+                  "class %u: the descriptor names slot %p", cls, (void *)span->slot0);
+        PCM_CHECK(pcm_span_capacity(span) == pcm_class_span_objects(cls), "class %u: capacity %u, the class has %u",
+                  cls, pcm_span_capacity(span), pcm_class_span_objects(cls));
+        if (PCM_SPAN_MULTIPLY_CHECK)
+            PCM_CHECK((uintptr_t)span % 64 + offsetof(struct pcm_span, start) <= 64,
+                      "class %u: free's fields of the descriptor at %p straddle two lines", cls, (void *)span);
+        pcm_segment_span_release(s, span);
     }
 }
 
