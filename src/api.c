@@ -173,10 +173,10 @@ static __attribute__((noinline)) void free_checked_slow(void *p, const char *cal
         free_found(lookup(p, call), p, call);
 }
 
-/* p is in segment: its span, if the cheap checks pass. */
-static inline __attribute__((always_inline)) struct pcm_span *fast_checked_span(struct pcm_segment *segment, void *p)
+/* p is in a segment: its span, if the cheap checks pass. */
+static inline __attribute__((always_inline)) struct pcm_span *fast_checked_span(void *p)
 {
-    struct pcm_span *span = pcm_span_of(segment, p);
+    struct pcm_span *span = pcm_span_of(pcm_segment_of(p), p);
     return __builtin_expect(span_has_object(span, p) && !pcm_object_is_marked_free(p), 1) ? span : NULL;
 }
 
@@ -188,14 +188,8 @@ static inline __attribute__((always_inline)) void free_checked(void *p, const ch
      * in memory: the CAS path below reads it again (the barrier keeps the
      * compiler from loading it into a register for both), which spares
      * the rseq path an instruction. */
-    uintptr_t chunk = (uintptr_t)p >> PCM_SEGMENT_SHIFT;
-    if (__builtin_expect(pcm_segment_index_kind_of_chunk(chunk) == PCM_INDEX_RSEQ, 1)) {
-        /* The segment from the chunk number the look-up left in a
-         * register: one shift, where gcc, seeing p & ~mask, would copy p
-         * and mask it again.  (The empty asm hides where chunk came from.) */
-        __asm__("" : "+r"(chunk));
-        if (__builtin_expect((span = fast_checked_span((struct pcm_segment *)(chunk << PCM_SEGMENT_SHIFT), p)) != NULL,
-                             1)) {
+    if (__builtin_expect(pcm_segment_index_kind(p) == PCM_INDEX_RSEQ, 1)) {
+        if (__builtin_expect((span = fast_checked_span(p)) != NULL, 1)) {
             small_free_rseq(span, p);
             return;
         }
@@ -204,8 +198,7 @@ static inline __attribute__((always_inline)) void free_checked(void *p, const ch
     }
     __asm__ __volatile__("" ::: "memory");
 #endif
-    if (__builtin_expect(pcm_segment_index_kind(p) != PCM_INDEX_NONE, 1) &&
-        (span = fast_checked_span(pcm_segment_of(p), p)) != NULL) {
+    if (__builtin_expect(pcm_segment_index_kind(p) != PCM_INDEX_NONE, 1) && (span = fast_checked_span(p)) != NULL) {
         small_free(span, p, call);
         return;
     }

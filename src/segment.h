@@ -184,8 +184,7 @@ static inline struct pcm_segment *pcm_segment_of(const void *p)
 /* The span holding p in segment s (class_plus1 == 0 if none). */
 static inline struct pcm_span *pcm_span_of(struct pcm_segment *s, const void *p)
 {
-    /* The page from p alone (not p - s): free finds s another way, and
-     * the two run side by side. */
+    /* The page from p alone (not p - s), so that it does not wait for s. */
     size_t page = ((uintptr_t)p >> PCM_PAGE_SHIFT) & (PCM_SEGMENT_PAGES - 1);
     size_t scaled = s->span_first[page];
     return (struct pcm_span *)((char *)s->span + scaled * PCM_SPAN_FIRST_SCALE);

@@ -119,18 +119,14 @@ enum pcm_index_kind {
 /* What the index knows of p's chunk.  (If NONE, p may still be
  * pcmalloc's: look in the full map.)  For a segment, the segment is the
  * chunk's start (segment.h: pcm_segment_of). */
-static inline enum pcm_index_kind pcm_segment_index_kind_of_chunk(uintptr_t chunk)
+static inline enum pcm_index_kind pcm_segment_index_kind(const void *p)
 {
+    uintptr_t chunk = (uintptr_t)p >> PCM_SEGMENT_SHIFT;
 #if PCM_MAP_LEAF_BITS != 0
     if (__builtin_expect(chunk >= pcm_segment_index_chunks, 0))
         return PCM_INDEX_NONE;
 #endif
     return (enum pcm_index_kind)pcm_segment_index[chunk];
-}
-
-static inline enum pcm_index_kind pcm_segment_index_kind(const void *p)
-{
-    return pcm_segment_index_kind_of_chunk((uintptr_t)p >> PCM_SEGMENT_SHIFT);
 }
 
 static inline bool pcm_segment_index_has(const void *p)
