@@ -60,7 +60,9 @@ PCM_TEST(segment_span_index_every_offset)
  * at its segment's first page after the header and at its last one. */
 PCM_TEST(segment_holds_object_every_offset)
 {
-    const uintptr_t segment = (uintptr_t)0x7fffffc00000u & (uintptr_t)~(PCM_SEGMENT_SIZE - 1);
+    /* 64-bit: a segment whose low 32 bits end at 2^32; 32-bit: one that
+     * ends well below the top of the address space, so no bound wraps. */
+    const uintptr_t segment = UINTPTR_MAX > 0xffffffffu ? (uintptr_t)0x7fffffc00000u : (uintptr_t)0xbfc00000u;
     for (unsigned cls = 0; cls < PCM_CLASS_COUNT; cls++) {
         struct pcm_span span = {0};
         pcm_span_set_size(&span, (uint32_t)pcm_class_size(cls));
@@ -74,6 +76,7 @@ PCM_TEST(segment_holds_object_every_offset)
             uintptr_t from = starts[k] - segment >= bytes ? starts[k] - bytes : segment;
             uintptr_t to = starts[k] + 2 * bytes <= segment + PCM_SEGMENT_SIZE ? starts[k] + 2 * bytes
                                                                               : segment + PCM_SEGMENT_SIZE;
+            PCM_REQUIRE(from < starts[k] && starts[k] + bytes <= to, "class %u: no room around the span", cls);
             for (size_t c = 0; c < sizeof carved_counts / sizeof carved_counts[0]; c++) {
                 pcm_span_set_carved(&span, carved_counts[c]);
                 uint32_t index = 0, within = 0; /* the reference: p = start + index * size + within */
