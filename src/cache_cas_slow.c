@@ -28,7 +28,7 @@ static void *refill_locked(struct pcm_heap *h, unsigned cls)
     }
     void *first, *last;
     unsigned count = pcm_heap_cut_locked(h, cls, want, false, &first, &last);
-    pcm_heap_refilled_locked(h, cls);
+    pcm_heap_refilled_locked(h, cls, true);
     if (!count)
         return NULL;
     if (__builtin_expect(pcm_fault_duplicate_refill, 0) && count > 1) {

@@ -207,7 +207,7 @@ static void *refill(struct pcm_heap *h, unsigned cls)
         /* This CPU's objects freed on others come back the short way:
          * into the cache (as many as it has room for, and one to hand
          * out), not through their spans. */
-        pcm_heap_refilled_locked(h, cls);
+        pcm_heap_refilled_locked(h, cls, false);
         cache_chain_locked(h, cls, *(void **)obj, count - 1);
     } else {
         void *last;
@@ -216,7 +216,7 @@ static void *refill(struct pcm_heap *h, unsigned cls)
         if (others_home)
             return_other_big_locked(h, cls);
         count = pcm_heap_cut_locked(h, cls, want, true, &obj, &last);
-        pcm_heap_refilled_locked(h, cls);
+        pcm_heap_refilled_locked(h, cls, true);
         if (count) {
             void *rest = *(void **)obj;
             if (__builtin_expect(pcm_fault_duplicate_refill, 0) && rest) {

@@ -63,6 +63,9 @@ struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 /* Flushes in a row, with no refill, before a cache's limit halves. */
 #define SHRINK_AFTER 16u
 #define ADAPT_REFILLED 0x80u
+/* A small class's cache grows on a flush that follows its refill within
+ * this many ns for each object of a batch (heap.h) */
+#define GROW_NS_PER_OBJECT 1000u
 
 static uint32_t clamp_limit(uint32_t limit)
 {
@@ -207,11 +210,24 @@ void pcm_heap_set_limits(struct pcm_heap *h, bool open)
         pcm_bin_set_limit(&h->outgoing[c], open ? pcm_bin_shapes[c].outgoing : 0);
 }
 
-void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls)
+void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls, bool cut)
 {
-    h->adapt[cls] = ADAPT_REFILLED;
+    h->adapt[cls] = cut ? ADAPT_REFILLED : 0;
+    if (cut && cls < PCM_CLASS_BIG_FIRST)
+        h->refilled_ns[cls] = pcm_os_monotonic_ns32();
     /* this CPU still allocates (heap.h) */
     pcm_store_relaxed(&h->activity, h->activity + 1);
+}
+
+/* Whether the flush of cls now came soon after its last refill: within
+ * GROW_NS_PER_OBJECT for each object a batch moves (a big class's always
+ * does: heap.h). */
+static bool flush_came_soon(const struct pcm_heap *h, unsigned cls)
+{
+    if (cls >= PCM_CLASS_BIG_FIRST)
+        return true;
+    uint32_t since = pcm_os_monotonic_ns32() - h->refilled_ns[cls];
+    return since < pcm_heap_batch(h, cls) * GROW_NS_PER_OBJECT;
 }
 
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
@@ -221,8 +237,14 @@ void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
     unsigned adapt = h->adapt[cls];
     if (adapt & ADAPT_REFILLED) {
         adapt = 0;
-        if (limit && limit < most) /* (0: stopped by a drain, left to it) */
-            pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
+        if (!limit) {
+            /* (0: stopped by a drain, left to it) */
+        } else if (flush_came_soon(h, cls)) {
+            if (limit < most)
+                pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
+        } else if (limit > start) {
+            pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);
+        }
     } else if (cls < PCM_CLASS_BIG_FIRST && ++adapt == SHRINK_AFTER) { /* (never a big class's: heap.h) */
         adapt = 0;
         if (limit > start)

@@ -166,6 +166,9 @@ struct pcm_heap {
      * held): activity when it last looked, and when it first saw that value. */
     pcm_word_t reclaim_activity, reclaim_seen_ms;
     uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
+    /* When each small class's cache was last refilled: ns, mod 2^32
+     * (lock; heap.c: pcm_heap_flushed_locked). */
+    uint32_t refilled_ns[PCM_CLASS_BIG_FIRST];
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
     struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
@@ -279,18 +282,34 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
 /* ---- each cache's limit, fitted to its use (heap.c; h's lock) ---- */
 
 /* A cache starts at its shape's `start` and grows (up to `limit`) when a
- * flush follows a refill: the program's batches of that class go out and
- * come back in more than the cache holds.  It shrinks back when flushes
- * come in a row with no refill between: objects only come back, and a
- * large cache would only hold them longer - colder, so that the flush,
- * which walks them, misses the cache on each.  A limit of 0 (stopped by a
- * drain, cache_rseq_slow.c) is left alone.  Growing only when the flush
- * came within 1 us an object after the refill (a batch that went out and
- * came back, not a class freed and allocated at random, which drifts
- * between empty and full) lowered the committed peak of larson at one
- * thread only from 532 to 516 KiB and of mixed sizes from 37,952 to
- * 37,752 KiB, for a clock read at each refill and flush: these programs'
- * memory is in their spans and live objects, not in grown caches.
+ * flush follows a refill that cut objects from the spans, soon after it:
+ * within GROW_NS_PER_OBJECT (1 us) for each object a batch moves (heap.c).
+ * That is a program's batches of the class going out and coming back in
+ * more than the cache holds, fast enough that refills and flushes cost it
+ * time.  A flush that follows its refill later than that halves the limit
+ * (not below the start): a class allocated and freed at random drifts
+ * between empty and full, and a cache grown for it only holds more idle
+ * objects - on each CPU, for each class - while the refills and flushes
+ * it saves were rare anyway.  A refill from the CPU's remote stack does
+ * neither: it may fill the cache to the brim, so the flush right after it
+ * says nothing of the cache's size.  Objects only coming back - flushes in
+ * a row with no refill between - halve it too: a large cache would only
+ * hold them longer, colder, so that the flush, which walks them, misses
+ * the cache on each.  A limit of 0 (stopped by a drain,
+ * cache_rseq_slow.c) is left alone.
+ * Larson at two threads (random objects of 16..400 bytes replaced at
+ * random, 1,000 live a thread), when every flush after a refill grew the
+ * cache: its larger classes' caches grown to their 64 KiB, 1,100-1,400
+ * objects (230-270 KiB) cached on each CPU, a committed peak of 1,392-1,416
+ * KiB and a peak RSS of 3,064 KiB, 82.0 M replacements/s; with this rule
+ * 1,220-1,252 KiB committed and 2,876 KiB peak RSS, 86.7 M/s (glibc 2,152
+ * KiB; medians of 9, 2026-12-05).  At one thread, pinned, the committed
+ * peak fell only from 520 to 508-512 KiB: there the classes' own live
+ * objects, each class's count swinging at random, set it.
+ * An earlier try that grew on the same 1 us but never halved on a late
+ * flush, and counted refills from the remote stack, lowered the committed
+ * peak of larson at one thread only from 532 to 516 KiB: the caches still
+ * grew, if more slowly, and never came back.
  *
  * A big class's cache (one object to a span, sizeclass.c) never shrinks:
  * its limits are small, so a flush walks few objects, and each object a
@@ -302,7 +321,7 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
  * objects/s, 15.6 M with the cache at its 12 (`threadtest threads=1
  * objects=2000000 batch=100 size=20000`, pinned; mimalloc 46.9 M,
  * tcmalloc 81.4 M). */
-void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls);
+void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls, bool cut);
 /* Every list's limit to its start (open: a heap made ready, a drain done;
  * the caches' refill and flush history forgotten too) or to 0 (stopped,
  * for a drain). */

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Anonymous private read/write memory, zero-filled, page-aligned.  NULL
  * and errno == ENOMEM on failure (also for bytes == 0). */
@@ -105,6 +106,12 @@ size_t pcm_os_page_size(void);
 /* Milliseconds of CLOCK_MONOTONIC_COARSE (the decay's clock), read
  * through the vDSO without libc's wrapper (os_linux_vdso.c says why). */
 unsigned long pcm_os_monotonic_ms(void);
+
+/* CLOCK_MONOTONIC in nanoseconds, the same way, modulo 2^32 (a wrap every
+ * 4.3 s): for spans of microseconds, compared by unsigned difference (the
+ * caches' growth, heap.c).  About 23 ns a read through the vDSO on x86_64,
+ * where the coarse clock takes 5 but steps only once a tick. */
+uint32_t pcm_os_monotonic_ns32(void);
 
 /* For tests: whether that clock is the vDSO's, and the address of a
  * function the vDSO exports (NULL: no vDSO, or no such name). */

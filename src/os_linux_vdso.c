@@ -135,11 +135,23 @@ bool pcm_os_vdso_clock_found(void)
     return find_clock() != NULL;
 }
 
-unsigned long pcm_os_monotonic_ms(void)
+static struct vdso_timespec read_clock(clockid_t id)
 {
     vdso_clock_fn clock = find_clock();
     struct vdso_timespec ts = {0, 0};
-    if (!clock || clock(CLOCK_MONOTONIC_COARSE, &ts) != 0)
-        syscall(SYS_clock_gettime, CLOCK_MONOTONIC_COARSE, &ts);
+    if (!clock || clock(id, &ts) != 0)
+        syscall(SYS_clock_gettime, id, &ts);
+    return ts;
+}
+
+unsigned long pcm_os_monotonic_ms(void)
+{
+    struct vdso_timespec ts = read_clock(CLOCK_MONOTONIC_COARSE);
     return (unsigned long)ts.sec * 1000u + (unsigned long)(ts.nsec / 1000000);
+}
+
+uint32_t pcm_os_monotonic_ns32(void)
+{
+    struct vdso_timespec ts = read_clock(CLOCK_MONOTONIC);
+    return (uint32_t)ts.sec * 1000000000u + (uint32_t)ts.nsec;
 }

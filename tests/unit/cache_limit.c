@@ -35,6 +35,15 @@
 #define REFILL_MOST 64u
 #define ROUNDS 8u
 #define MANY 20000u
+/* A cache grows on a flush that comes within 1 us for each object a batch
+ * moves after its refill (heap.h): rounds of BATCH whose malloc and free
+ * pairs take up to FAST_PAIR_NS each (20 here) must grow it - a round
+ * held up long enough to halve it instead is slower than that - and
+ * rounds whose pairs take SLOW_PAIR_NS or more must not (qemu-user,
+ * emulating another architecture, ran them at 1,040: the flushes then
+ * come too late for refills and flushes to cost the program much). */
+#define FAST_PAIR_NS 50u
+#define SLOW_PAIR_NS 2000u
 
 static void *objects[MANY];
 
@@ -140,20 +149,35 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
     struct pcm_bin *bin = &h->bins[cls];
 
     /* Rounds of a batch out and back: the limit doubles on each flush
-     * that follows a refill, so by the last round the batch fits. */
+     * that follows a refill soon, so by the last round the batch fits. */
     uint32_t before = pcm_bin_limit(bin);
     pcm_word_t flushes = 0;
+    uint64_t slowest_ns = 0;
     for (unsigned round = 0; round < ROUNDS; round++) {
         flushes = h->stats.flushes;
+        uint64_t began = pcm_test_clock_ns();
         allocate(BATCH, OBJECT_SIZE);
         release(BATCH, OBJECT_SIZE);
+        uint64_t took = (pcm_test_clock_ns() - began) / BATCH;
+        slowest_ns = took > slowest_ns ? took : slowest_ns;
         flushes = h->stats.flushes - flushes;
     }
-    pcm_test_printf("  %s path: limit %u at the start, %u after %u rounds of %u, %lu flushes in the last\n",
-                    pcm_fast_path_name(), before, pcm_bin_limit(bin), ROUNDS, BATCH, (unsigned long)flushes);
+    pcm_test_printf("  %s path: limit %u at the start, %u after %u rounds of %u (%lu ns a pair at the slowest), "
+                    "%lu flushes in the last\n",
+                    pcm_fast_path_name(), before, pcm_bin_limit(bin), ROUNDS, BATCH, (unsigned long)slowest_ns,
+                    (unsigned long)flushes);
     PCM_CHECK(before <= shape.start, "limit %u before any flush, above the start %u", before, shape.start);
-    PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
-    PCM_CHECK(flushes == 0, "%lu flushes in the last round of %u", (unsigned long)flushes, BATCH);
+    bool fast = slowest_ns <= FAST_PAIR_NS;
+    if (fast) {
+        PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
+        PCM_CHECK(flushes == 0, "%lu flushes in the last round of %u", (unsigned long)flushes, BATCH);
+    } else if (slowest_ns >= SLOW_PAIR_NS) {
+        PCM_CHECK(pcm_bin_limit(bin) == shape.start, "limit %u after rounds at %lu ns a pair, not the start %u",
+                  pcm_bin_limit(bin), (unsigned long)slowest_ns, shape.start);
+    }
+    if (!fast)
+        pcm_test_printf("  (too slow a machine, or an emulated one, for batches that cost refills and flushes "
+                        "time: the limit is not to grow)\n");
 
     /* Many out, then all back: flushes come in a row with no refill
      * between, and the limit halves down to its start. */
@@ -168,7 +192,58 @@ PCM_TEST(cache_limit_grows_to_a_batch_and_shrinks_when_objects_only_come_back)
         allocate(BATCH, OBJECT_SIZE);
         release(BATCH, OBJECT_SIZE);
     }
-    PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u more rounds of %u", pcm_bin_limit(bin), ROUNDS, BATCH);
+    if (fast)
+        PCM_CHECK(pcm_bin_limit(bin) >= BATCH, "limit %u after %u more rounds of %u", pcm_bin_limit(bin), ROUNDS,
+                  BATCH);
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* Objects of 16..400 bytes replaced at random, each written whole and
+ * checked before its free (larson's server at one thread): each class's
+ * cache drifts between empty and full, its flushes long after its
+ * refills, so the caches stay near their starts (1.05 to 1.38 times
+ * their bytes in 4 runs here).  When every flush after a refill grew its
+ * cache, a run like this ended with 2.1 times. */
+#define RANDOM_LIVE 1000u
+#define RANDOM_REPLACEMENTS 3000000u
+#define RANDOM_MIN 16u
+#define RANDOM_MAX 400u
+
+static size_t random_sizes[RANDOM_LIVE];
+
+PCM_TEST(caches_of_classes_used_at_random_stay_near_their_starts)
+{
+    cpu_set_t saved;
+    if (!pin_to_first_cpu(&saved))
+        return;
+    struct pcm_heap *h = pcm_heap_current();
+    unsigned first = pcm_size_class(RANDOM_MIN), end = pcm_size_class(RANDOM_MAX) + 1;
+    uint64_t rng = pcm_test_seed() | 1;
+    for (unsigned i = 0; i < RANDOM_LIVE; i++) {
+        random_sizes[i] = RANDOM_MIN + (size_t)(pcm_test_rand(&rng) % (RANDOM_MAX - RANDOM_MIN + 1));
+        allocate_one(i, random_sizes[i]);
+    }
+    unsigned long replacements = pcm_test_scale(RANDOM_REPLACEMENTS);
+    for (unsigned long n = 0; n < replacements; n++) {
+        unsigned i = (unsigned)(pcm_test_rand(&rng) % RANDOM_LIVE);
+        release_one(i, random_sizes[i]);
+        random_sizes[i] = RANDOM_MIN + (size_t)(pcm_test_rand(&rng) % (RANDOM_MAX - RANDOM_MIN + 1));
+        allocate_one(i, random_sizes[i]);
+    }
+    uint64_t limits = 0, starts = 0, cached = 0;
+    for (unsigned c = first; c < end; c++) {
+        limits += (uint64_t)pcm_bin_limit(&h->bins[c]) * pcm_class_size(c);
+        starts += (uint64_t)pcm_bin_shapes[c].start * pcm_class_size(c);
+        cached += pcm_cache_depth_of(pcm_load_relaxed(&h->bins[c].cache.half.ptr)) * pcm_class_size(c);
+    }
+    pcm_test_printf("  %s path: the limits of the %u classes of %u..%u bytes come to %lu KiB (%lu KiB at their "
+                    "starts), %lu KiB cached, after %lu replacements among %u objects\n",
+                    pcm_fast_path_name(), end - first, RANDOM_MIN, RANDOM_MAX, (unsigned long)(limits / 1024),
+                    (unsigned long)(starts / 1024), (unsigned long)(cached / 1024), replacements, RANDOM_LIVE);
+    PCM_CHECK(4 * limits <= 7 * starts, "limits of %lu KiB, more than 1.75 times their starts' %lu KiB",
+              (unsigned long)(limits / 1024), (unsigned long)(starts / 1024));
+    for (unsigned i = 0; i < RANDOM_LIVE; i++)
+        release_one(i, random_sizes[i]);
     sched_setaffinity(0, sizeof saved, &saved);
 }
 

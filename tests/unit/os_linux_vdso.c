@@ -91,6 +91,19 @@ PCM_TEST(monotonic_ms_lies_between_two_readings_of_libcs_clock)
     }
 }
 
+/* The nanosecond clock (the caches' growth) reads CLOCK_MONOTONIC mod
+ * 2^32: between two readings of libc's, by unsigned difference. */
+PCM_TEST(monotonic_ns32_lies_between_two_readings_of_libcs_clock)
+{
+    for (int round = 0; round < 1000; round++) {
+        uint32_t before = (uint32_t)libc_ns(CLOCK_MONOTONIC);
+        uint32_t now = pcm_os_monotonic_ns32();
+        uint32_t after = (uint32_t)libc_ns(CLOCK_MONOTONIC);
+        PCM_REQUIRE((uint32_t)(now - before) <= (uint32_t)(after - before), "round %d: %u ns not within %u..%u",
+                    round, now, before, after);
+    }
+}
+
 PCM_TEST(monotonic_ms_advances_over_a_sleep)
 {
     unsigned long start = pcm_os_monotonic_ms();
