@@ -302,6 +302,7 @@ static void send_outgoing(unsigned cls, unsigned owner, void *obj)
         pcm_heap_prepare(h);
         /* (empty if the thread has left h's CPU since the push) */
         send_home(take_all_on(h, pcm_rseq_outgoing_slot0(cls)));
+        pcm_heap_outgoing_sent(h, cls);
     }
     pcm_remote_free(&pcm_heaps[owner], cls, obj);
 }

@@ -63,9 +63,18 @@ struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 /* Flushes in a row, with no refill, before a cache's limit halves. */
 #define SHRINK_AFTER 16u
 #define ADAPT_REFILLED 0x80u
-/* A small class's cache grows on a flush that follows its refill within
- * this many ns for each object of a batch (heap.h) */
-#define GROW_NS_PER_OBJECT 1000u
+/* A streak of refills of a class below 1 KiB that turns into a flush
+ * within this many ns for each object of a batch after it began is quick
+ * (heap.h)... */
+#define GROW_NS_PER_OBJECT 250u
+/* ...and one of this many refills is long; the bit of the heap's streak[]
+ * that says it is of refills. */
+#define STREAK_LONG 4u
+#define STREAK_REFILLS 0x80u
+/* An outgoing list's limit at first, and its least; it grows when it
+ * filled within this many ns an object (heap.h: pcm_heap_outgoing_sent). */
+#define OUTGOING_START 4u
+#define OUTGOING_NS_PER_OBJECT 1000u
 
 static uint32_t clamp_limit(uint32_t limit)
 {
@@ -99,6 +108,8 @@ bool pcm_heaps_init(unsigned count)
         pcm_bin_shapes[c].start = clamp_limit(CACHE_START_BYTES / size);
         uint32_t outgoing = PCM_OUTGOING_BYTES / size;
         pcm_bin_shapes[c].outgoing = outgoing < 1 ? 1 : outgoing > PCM_OUTGOING_LIMIT ? PCM_OUTGOING_LIMIT : outgoing;
+        pcm_bin_shapes[c].outgoing_start =
+            pcm_bin_shapes[c].outgoing < OUTGOING_START ? pcm_bin_shapes[c].outgoing : OUTGOING_START;
         unsigned end = c + 1;
         while (end < PCM_CLASS_COUNT && pcm_class_size(end) <= 2 * (size_t)size)
             end++;
@@ -207,50 +218,84 @@ void pcm_heap_set_limits(struct pcm_heap *h, bool open)
             h->adapt[c] = 0;
     }
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-        pcm_bin_set_limit(&h->outgoing[c], open ? pcm_bin_shapes[c].outgoing : 0);
+        pcm_bin_set_limit(&h->outgoing[c], open ? pcm_bin_shapes[c].outgoing_start : 0);
+}
+
+/* Double cls's cache (up to its most), or halve it (down to its start);
+ * a limit of 0 (stopped by a drain) is left to the drain. */
+static void resize_cache(struct pcm_heap *h, unsigned cls, bool grow)
+{
+    uint32_t limit = pcm_bin_limit(&h->bins[cls]);
+    uint32_t most = pcm_bin_shapes[cls].limit, start = pcm_bin_shapes[cls].start;
+    if (limit && grow && limit < most)
+        pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
+    else if (limit && !grow && limit > start)
+        pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);
+}
+
+/* A refill (refill) or a flush of cls, a class below 1 KiB (heap.h): the
+ * streak of them in one direction goes on, or turns.  A turn from refills
+ * to a flush grows the cache if the refills were many (STREAK_LONG) or
+ * began soon before it, and halves it otherwise; a turn from flushes to a
+ * refill only starts the refills' streak.  h->streak[cls]: STREAK_REFILLS
+ * if the streak is of refills, and its events (up to STREAK_LONG); the
+ * clock is read only at a turn, where a streak begins. */
+static void streak_event(struct pcm_heap *h, unsigned cls, bool refill)
+{
+    unsigned streak = h->streak[cls], events = streak & ~STREAK_REFILLS;
+    if (((streak & STREAK_REFILLS) != 0) == refill) {
+        if (events < STREAK_LONG)
+            h->streak[cls] = (uint8_t)(streak + 1);
+        return;
+    }
+    uint32_t now = pcm_os_monotonic_ns32();
+    bool soon = now - h->event_ns[cls] < pcm_heap_batch(h, cls) * GROW_NS_PER_OBJECT;
+    if (!refill) /* (a turn to refills leaves it: the flushes that grow it come next) */
+        resize_cache(h, cls, events >= STREAK_LONG || soon);
+    h->event_ns[cls] = now;
+    h->streak[cls] = (uint8_t)((refill ? STREAK_REFILLS : 0) | 1u);
 }
 
 void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls, bool cut)
 {
+    if (cut && cls < PCM_OUTGOING_CLASSES)
+        streak_event(h, cls, true);
     h->adapt[cls] = cut ? ADAPT_REFILLED : 0;
-    if (cut && cls < PCM_CLASS_BIG_FIRST)
-        h->refilled_ns[cls] = pcm_os_monotonic_ns32();
     /* this CPU still allocates (heap.h) */
     pcm_store_relaxed(&h->activity, h->activity + 1);
 }
 
-/* Whether the flush of cls now came soon after its last refill: within
- * GROW_NS_PER_OBJECT for each object a batch moves (a big class's always
- * does: heap.h). */
-static bool flush_came_soon(const struct pcm_heap *h, unsigned cls)
-{
-    if (cls >= PCM_CLASS_BIG_FIRST)
-        return true;
-    uint32_t since = pcm_os_monotonic_ns32() - h->refilled_ns[cls];
-    return since < pcm_heap_batch(h, cls) * GROW_NS_PER_OBJECT;
-}
-
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls)
 {
-    uint32_t limit = pcm_bin_limit(&h->bins[cls]);
-    uint32_t most = pcm_bin_shapes[cls].limit, start = pcm_bin_shapes[cls].start;
     unsigned adapt = h->adapt[cls];
+    if (cls < PCM_OUTGOING_CLASSES)
+        streak_event(h, cls, false);
     if (adapt & ADAPT_REFILLED) {
         adapt = 0;
-        if (!limit) {
-            /* (0: stopped by a drain, left to it) */
-        } else if (flush_came_soon(h, cls)) {
-            if (limit < most)
-                pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
-        } else if (limit > start) {
-            pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);
-        }
+        if (cls >= PCM_OUTGOING_CLASSES) /* (the smaller ones: by their streaks) */
+            resize_cache(h, cls, true);
     } else if (cls < PCM_CLASS_BIG_FIRST && ++adapt == SHRINK_AFTER) { /* (never a big class's: heap.h) */
         adapt = 0;
-        if (limit > start)
-            pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);
+        resize_cache(h, cls, false);
     }
     h->adapt[cls] = (uint8_t)adapt;
+}
+
+void pcm_heap_outgoing_sent(struct pcm_heap *h, unsigned cls)
+{
+    uint32_t now = pcm_os_monotonic_ns32();
+    uint32_t since = now - (uint32_t)pcm_load_relaxed(&h->outgoing_sent_ns[cls]);
+    pcm_store_relaxed(&h->outgoing_sent_ns[cls], now);
+    uint32_t limit = pcm_bin_limit(&h->outgoing[cls]), most = pcm_bin_shapes[cls].outgoing;
+    uint32_t least = pcm_bin_shapes[cls].outgoing_start;
+    bool fast = since < limit * OUTGOING_NS_PER_OBJECT;
+    if ((fast ? limit >= most : limit <= least) || !pcm_heap_trylock(h))
+        return; /* (no change, or h busy: the limit stays as it is) */
+    limit = pcm_bin_limit(&h->outgoing[cls]); /* (now under the lock) */
+    if (limit) /* (0: stopped by a drain, left to it) */
+        pcm_bin_set_limit(&h->outgoing[cls], fast ? (limit * 2 < most ? limit * 2 : most)
+                                                  : (limit / 2 > least ? limit / 2 : least));
+    pcm_heap_unlock(h);
 }
 
 uint32_t pcm_heap_room(const struct pcm_heap *h, unsigned cls)

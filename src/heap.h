@@ -45,8 +45,9 @@
 /* An object below PCM_FOREIGN_CACHED_MIN bytes freed on a CPU other than
  * its owner's waits on that CPU's outgoing list of its class, never
  * handed out there, and goes home in a batch, one remote push per owner:
- * a list holds PCM_OUTGOING_LIMIT objects, or fewer when they would come
- * to more than PCM_OUTGOING_BYTES (pcm_bin_shape.outgoing).  Handing them
+ * a list holds at most PCM_OUTGOING_LIMIT objects, or fewer when they
+ * would come to more than PCM_OUTGOING_BYTES (pcm_bin_shape.outgoing),
+ * and its limit follows its use (pcm_heap_outgoing_sent).  Handing them
  * out where they were freed cost twice over: neighbours on one cache line
  * written by two CPUs (cache-scratch and cache-thrash at 4 threads, twice
  * as slow), and a foreign object, once handed out, takes the free's slow
@@ -110,7 +111,8 @@ static inline void pcm_bin_set_limit(struct pcm_bin *bin, uint32_t limit)
 struct pcm_bin_shape {
     uint32_t limit; /* most objects a cache of the class ever holds */
     uint32_t start; /* its limit until it proves too small (pcm_heap_flushed_locked) */
-    uint32_t outgoing; /* the limit of an outgoing list (classes that have one) */
+    uint32_t outgoing; /* the most an outgoing list holds (classes that have one) */
+    uint32_t outgoing_start; /* its limit at first, and the least (pcm_heap_outgoing_sent) */
     uint32_t stand_ins_end; /* pcm_big_stand_ins_end */
 };
 extern struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT] __attribute__((visibility("hidden")));
@@ -166,9 +168,15 @@ struct pcm_heap {
      * held): activity when it last looked, and when it first saw that value. */
     pcm_word_t reclaim_activity, reclaim_seen_ms;
     uint8_t adapt[PCM_CLASS_COUNT]; /* each cache's recent refills and flushes (lock; heap.c) */
-    /* When each small class's cache was last refilled: ns, mod 2^32
-     * (lock; heap.c: pcm_heap_flushed_locked). */
-    uint32_t refilled_ns[PCM_CLASS_BIG_FIRST];
+    /* For each cache of a class below PCM_FOREIGN_CACHED_MIN bytes: when
+     * its latest streak of refills or flushes began (ns, mod 2^32), and
+     * that streak (lock; heap.c: streak_event). */
+    uint32_t event_ns[PCM_OUTGOING_CLASSES];
+    uint8_t streak[PCM_OUTGOING_CLASSES];
+    /* When each outgoing list was last sent home full: the same, mod the
+     * word (read and written relaxed, without the lock: any thread that
+     * sent it stores a time close enough). */
+    volatile pcm_word_t outgoing_sent_ns[PCM_OUTGOING_CLASSES];
     struct pcm_bin bins[PCM_CLASS_COUNT]; /* limits: by pcm_heap_prepare, and by a drain */
     struct pcm_bin outgoing[PCM_OUTGOING_CLASSES]; /* the same; partial unused */
 } __attribute__((aligned(PCM_PAGE_SIZE)));
@@ -281,35 +289,43 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
 
 /* ---- each cache's limit, fitted to its use (heap.c; h's lock) ---- */
 
-/* A cache starts at its shape's `start` and grows (up to `limit`) when a
- * flush follows a refill that cut objects from the spans, soon after it:
- * within GROW_NS_PER_OBJECT (1 us) for each object a batch moves (heap.c).
- * That is a program's batches of the class going out and coming back in
- * more than the cache holds, fast enough that refills and flushes cost it
- * time.  A flush that follows its refill later than that halves the limit
- * (not below the start): a class allocated and freed at random drifts
- * between empty and full, and a cache grown for it only holds more idle
- * objects - on each CPU, for each class - while the refills and flushes
- * it saves were rare anyway.  A refill from the CPU's remote stack does
- * neither: it may fill the cache to the brim, so the flush right after it
- * says nothing of the cache's size.  Objects only coming back - flushes in
- * a row with no refill between - halve it too: a large cache would only
- * hold them longer, colder, so that the flush, which walks them, misses
- * the cache on each.  A limit of 0 (stopped by a drain,
- * cache_rseq_slow.c) is left alone.
- * Larson at two threads (random objects of 16..400 bytes replaced at
- * random, 1,000 live a thread), when every flush after a refill grew the
- * cache: its larger classes' caches grown to their 64 KiB, 1,100-1,400
- * objects (230-270 KiB) cached on each CPU, a committed peak of 1,392-1,416
- * KiB and a peak RSS of 3,064 KiB, 82.0 M replacements/s; with this rule
- * 1,220-1,252 KiB committed and 2,876 KiB peak RSS, 86.7 M/s (glibc 2,152
- * KiB; medians of 9, 2026-12-05).  At one thread, pinned, the committed
- * peak fell only from 520 to 508-512 KiB: there the classes' own live
- * objects, each class's count swinging at random, set it.
- * An earlier try that grew on the same 1 us but never halved on a late
- * flush, and counted refills from the remote stack, lowered the committed
- * peak of larson at one thread only from 532 to 516 KiB: the caches still
- * grew, if more slowly, and never came back.
+/* A cache starts at its shape's `start` and is resized where a streak of
+ * its refills (those that cut objects from the spans) turns into a flush:
+ *   - a class of 1 KiB or more: it doubles (up to `limit`) at each such
+ *     turn - the program's batches of the class go out and come back in
+ *     more than the cache holds;
+ *   - a class below PCM_FOREIGN_CACHED_MIN bytes (heap.c: streak_event):
+ *     it doubles if the streak was long (STREAK_LONG, 4 refills) or began
+ *     soon before the flush (within GROW_NS_PER_OBJECT, 250 ns, for each
+ *     object of a batch), and halves (not below `start`) otherwise.
+ *     Batches that outgrow the cache make long streaks - a producer and a
+ *     consumer taking turns on one CPU too, a time slice apart - or quick
+ *     turns once the cache nearly holds them; a class allocated and freed
+ *     at random drifts between empty and full in short streaks, far apart,
+ *     and a cache grown for it would only hold idle objects, on each CPU,
+ *     for each class, to save refills and flushes that were rare anyway.
+ *     The clock is read once a streak, where it begins.  A refill from
+ *     the CPU's remote stack is not counted: it may fill the cache to the
+ *     brim, so the flush right after it says nothing of the cache's size.
+ * Flushes in a row with no refill between (16) halve it too: objects only
+ * come back, and a large cache would only hold them longer - colder, so
+ * that the flush, which walks them, misses the cache on each.  A limit of
+ * 0 (stopped by a drain, cache_rseq_slow.c) is left alone.
+ * Larson (random objects of 16..400 bytes replaced at random, 1,000 live a
+ * thread) when every turn grew the cache: its larger classes' caches at
+ * their 64 KiB, 1,100-1,400 objects (230-270 KiB) cached on each CPU at 2
+ * threads; with the streaks, and the outgoing lists' limits following
+ * their use as well (pcm_heap_outgoing_sent), the committed peak at 2
+ * threads fell from 1,260-1,384 KiB to 936-992, at one thread (pinned)
+ * from 520 to 488 (`malloc_stats`, 3 runs each, 2026-12-05).  Timed from
+ * the refill alone, the rule held the caches of xmalloc with 4 threads on
+ * one CPU at their start (a time slice between a producer's refills and a
+ * consumer's flushes), 14 % slower; resizing at turns from flushes to
+ * refills too raised the tree's committed peak from 38.1 to 41.8 MB (its
+ * destroy and rebuild cut new spans while the old ones waited in grown
+ * caches); and for the classes of 1 KiB and more, whose caches start at 1
+ * to 7 objects, halving held mixed sizes with 4 threads on one CPU at 3.77
+ * against 4.39 M replacements/s (medians of 7).
  *
  * A big class's cache (one object to a span, sizeclass.c) never shrinks:
  * its limits are small, so a flush walks few objects, and each object a
@@ -327,6 +343,19 @@ void pcm_heap_refilled_locked(struct pcm_heap *h, unsigned cls, bool cut);
  * for a drain). */
 void pcm_heap_set_limits(struct pcm_heap *h, bool open);
 void pcm_heap_flushed_locked(struct pcm_heap *h, unsigned cls);
+/* h's CPU's outgoing list of class cls (below PCM_OUTGOING_CLASSES) was
+ * full and has been sent home.  Its limit follows its use: it doubles (up
+ * to its shape's `outgoing`) when the list filled within
+ * OUTGOING_NS_PER_OBJECT (heap.c: 1 us) for each object since it was last
+ * sent, and halves (down to `outgoing_start`) when it filled more slowly.
+ * A consumer thread that frees what others made keeps its lists long, one
+ * remote push for many objects; a program that frees another CPU's
+ * objects only now and then - larson's threads, for a moment after each
+ * round hands them another thread's table - leaves few of them parked on
+ * lists that fill no more, where the owner's heap cannot reuse them.
+ * The limit is written only with h's lock, taken (if free) only when it
+ * changes: a drain sets it to 0 to stop the sections. */
+void pcm_heap_outgoing_sent(struct pcm_heap *h, unsigned cls);
 /* Objects a refill moves into h's cache of cls, or a flush takes out of
  * it: half its limit now, at most 64 and at least 1. */
 unsigned pcm_heap_batch(const struct pcm_heap *h, unsigned cls);

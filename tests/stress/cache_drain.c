@@ -117,9 +117,11 @@ static int limit_not_open(struct pcm_heap *h)
         if (limit < pcm_bin_shapes[c].start || limit > pcm_bin_shapes[c].limit)
             return (int)c;
     }
-    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-        if (pcm_bin_limit(&h->outgoing[c]) != pcm_bin_shapes[c].outgoing)
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++) {
+        uint32_t limit = pcm_bin_limit(&h->outgoing[c]);
+        if (limit < pcm_bin_shapes[c].outgoing_start || limit > pcm_bin_shapes[c].outgoing)
             return (int)(PCM_CLASS_COUNT + c);
+    }
     return -1;
 }
 

@@ -12,8 +12,9 @@
  *     1 KiB, in that CPU's cache for larger ones; a full list goes home
  *     in one push, and a flush of that CPU sends the rest to the owner's
  *     remote stack of the class; a list holds at most
- *     PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES; the outgoing
- *     classes are exactly those below PCM_FOREIGN_CACHED_MIN;
+ *     PCM_OUTGOING_LIMIT objects and PCM_OUTGOING_BYTES, and its limit
+ *     grows when it fills fast and shrinks when it fills slowly; the
+ *     outgoing classes are exactly those below PCM_FOREIGN_CACHED_MIN;
  *   - rseq: every object on a remote stack carries its depth there, the
  *     owner's next refill takes the stack into its cache (whole, where it
  *     fits) with the depths a cache's objects carry, and a stack whose
@@ -46,6 +47,7 @@
 #include <string.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 extern const unsigned int __rseq_size __attribute__((weak));
@@ -291,9 +293,13 @@ static void free_elsewhere(const int cpus[2], size_t size, bool cached)
 struct batch_handoff {
     int cpu;
     size_t size;
-    unsigned n; /* twice the class's outgoing limit */
+    unsigned n; /* twice the class's most outgoing limit */
     void *p[BATCH];
     pcm_word_t outgoing_after_free;
+    /* With by_limit, the worker frees only twice the list's limit at the
+     * time (heap.h: it follows the list's use), `limit`, of the n. */
+    bool by_limit;
+    unsigned limit;
 };
 
 static void *free_batch_on_cpu(void *arg)
@@ -301,7 +307,12 @@ static void *free_batch_on_cpu(void *arg)
     struct batch_handoff *b = arg;
     if (pcm_test_pin(b->cpu)) {
         pcm_free(pcm_malloc(56)); /* the heap made ready (free_on_cpu) */
-        for (unsigned i = 0; i < b->n; i++)
+        unsigned n = b->n;
+        if (b->by_limit) {
+            b->limit = pcm_bin_limit(&pcm_heaps[b->cpu].outgoing[pcm_size_class(b->size)]);
+            n = 2 * b->limit < n ? 2 * b->limit : n;
+        }
+        for (unsigned i = 0; i < n; i++)
             pcm_free(b->p[i]);
         b->outgoing_after_free = outgoing_top(b->cpu, pcm_size_class(b->size));
     } else {
@@ -346,9 +357,9 @@ static bool depths_count_down(pcm_word_t chain, unsigned *at)
 static void free_batch_elsewhere(const int cpus[2], size_t size)
 {
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
-    unsigned limit = pcm_bin_shapes[pcm_size_class(size)].outgoing;
-    struct batch_handoff b = {cpus[1], size, 2 * limit, {0}, 0};
-    PCM_REQUIRE(b.n <= BATCH, "%zu bytes: an outgoing limit of %u", size, limit);
+    unsigned most = pcm_bin_shapes[pcm_size_class(size)].outgoing;
+    struct batch_handoff b = {cpus[1], size, 2 * most, {0}, 0, true, 0};
+    PCM_REQUIRE(b.n <= BATCH, "%zu bytes: an outgoing limit of %u", size, most);
     for (unsigned i = 0; i < b.n; i++)
         PCM_REQUIRE(b.p[i] = pcm_malloc(size), "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(b.p[0]), b.p[0])->owner;
@@ -360,7 +371,13 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
     PCM_REQUIRE(pthread_create(&t, NULL, free_batch_on_cpu, &b) == 0, "pthread_create failed");
     pthread_join(t, NULL);
     PCM_REQUIRE(b.cpu >= 0, "cannot pin to CPU %d", cpus[1]);
-    if (owner == (unsigned)cpus[1])
+    unsigned limit = b.limit;
+    PCM_CHECK(limit >= 1 && limit <= most, "%zu bytes: CPU %d's outgoing limit %u, its most %u", size, cpus[1], limit,
+              most);
+    for (unsigned i = 2 * limit; i < b.n; i++)
+        pcm_free(b.p[i]); /* (those the worker left) */
+    b.n = 2 * limit;
+    if (owner == (unsigned)cpus[1] || !limit)
         return;
     unsigned sent = limit + 1, seen;
     pcm_word_t remote = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], pcm_size_class(size)));
@@ -420,7 +437,7 @@ static void refill_from_remote_stack(const int cpus[2], size_t size)
 {
     unsigned cls = pcm_size_class(size), limit = pcm_bin_shapes[cls].outgoing;
     PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
-    struct batch_handoff b = {cpus[1], size, 2 * limit, {0}, 0};
+    struct batch_handoff b = {cpus[1], size, 2 * limit, {0}, 0, false, 0};
     for (unsigned i = 0; i < b.n; i++)
         PCM_REQUIRE(b.p[i] = pcm_malloc(size), "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(b.p[0]), b.p[0])->owner;
@@ -649,6 +666,106 @@ static void *without_rseq(void *arg)
     return NULL;
 }
 #endif
+
+#ifdef PCM_ARCH_RSEQ
+/* Objects of one class, freed on another CPU than their heap's: all at
+ * once, or one every SLOW_FREE_US. */
+#define SPREAD_OBJECTS 2000u
+#define SLOW_OBJECTS 80u
+#define SLOW_FREE_US 50
+
+struct spread {
+    int cpu;
+    unsigned cls, n;
+    void **p;
+    bool slowly;
+    uint32_t most_seen, last; /* the list's limit: the most seen after a free, and at the end */
+};
+
+static void *free_spread_on_cpu(void *arg)
+{
+    struct spread *s = arg;
+    if (!pcm_test_pin(s->cpu)) {
+        s->cpu = -1;
+        return NULL;
+    }
+    pcm_free(pcm_malloc(56)); /* the heap made ready (free_on_cpu) */
+    const struct pcm_bin *list = &pcm_heaps[s->cpu].outgoing[s->cls];
+    for (unsigned i = 0; i < s->n; i++) {
+        if (s->slowly) {
+            struct timespec nap = {0, SLOW_FREE_US * 1000};
+            while (nanosleep(&nap, &nap) != 0)
+                ;
+        }
+        pcm_free(s->p[i]);
+        uint32_t limit = pcm_bin_limit(list);
+        s->most_seen = limit > s->most_seen ? limit : s->most_seen;
+    }
+    s->last = pcm_bin_limit(list);
+    return NULL;
+}
+
+/* n objects of cls made on cpus[0] and freed on cpus[1] (slowly or not);
+ * *ours: whether they all came from cpus[0]'s heap (false also if the
+ * test failed here). */
+static void spread_objects(const int cpus[2], struct spread *s, void **p, unsigned n, bool slowly, bool *ours)
+{
+    *ours = false;
+    PCM_REQUIRE(pcm_test_pin(cpus[0]), "cannot pin to CPU %d", cpus[0]);
+    size_t size = pcm_class_size(s->cls);
+    bool all = true;
+    for (unsigned i = 0; i < n; i++) {
+        PCM_REQUIRE(p[i] = pcm_malloc(size), "malloc failed");
+        all &= pcm_span_of(pcm_segment_of(p[i]), p[i])->owner == (unsigned)cpus[0];
+    }
+    *s = (struct spread){cpus[1], s->cls, n, p, slowly, 0, 0};
+    pthread_t t;
+    PCM_REQUIRE(pthread_create(&t, NULL, free_spread_on_cpu, s) == 0, "pthread_create failed");
+    pthread_join(t, NULL);
+    PCM_REQUIRE(s->cpu >= 0, "cannot pin to CPU %d", cpus[1]);
+    *ours = all;
+}
+
+static void *spread_p[SPREAD_OBJECTS];
+#endif
+
+/* An outgoing list's limit follows its use (heap.h:
+ * pcm_heap_outgoing_sent): a thread that frees another CPU's objects one
+ * after another grows its list to the most, one push for many; one that
+ * frees them only now and then takes it back to its start, so that few
+ * wait there for a list that fills no more. */
+PCM_TEST(rseq_outgoing_list_limit_follows_its_use)
+{
+#ifdef PCM_ARCH_RSEQ
+    int cpus[2];
+    if (!two_cpus_on_rseq(cpus))
+        return;
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    struct spread s = {.cls = pcm_size_class(56)};
+    const struct pcm_bin_shape shape = pcm_bin_shapes[s.cls];
+    PCM_REQUIRE(shape.outgoing_start < shape.outgoing, "56 bytes: outgoing start %u, most %u", shape.outgoing_start,
+                shape.outgoing);
+    bool ours;
+    spread_objects(cpus, &s, spread_p, SPREAD_OBJECTS, false, &ours);
+    if (ours) {
+        pcm_test_printf("  %u objects freed at once on CPU %d: its outgoing limit reached %u (start %u, most %u)\n",
+                        SPREAD_OBJECTS, cpus[1], s.most_seen, shape.outgoing_start, shape.outgoing);
+        PCM_CHECK(s.most_seen == shape.outgoing, "the outgoing limit reached %u, not its most %u", s.most_seen,
+                  shape.outgoing);
+    }
+    spread_objects(cpus, &s, spread_p, SLOW_OBJECTS, true, &ours);
+    if (ours) {
+        pcm_test_printf("  %u objects freed %d us apart: its outgoing limit %u at the end\n", SLOW_OBJECTS,
+                        SLOW_FREE_US, s.last);
+        PCM_CHECK(s.last == shape.outgoing_start, "the outgoing limit %u after slow frees, not its start %u", s.last,
+                  shape.outgoing_start);
+    }
+    PCM_REQUIRE(pcm_test_pin(cpus[1]), "cannot pin to CPU %d", cpus[1]);
+    pcm_heap_flush_caches_rseq(); /* (what waits on the list goes home) */
+    restore_affinity(&saved);
+#endif
+}
 
 PCM_TEST(rseq_thread_without_cpu_number_still_works)
 {
