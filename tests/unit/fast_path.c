@@ -410,9 +410,10 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
 #endif
 
 #ifdef PCM_ARCH_RSEQ
-/* Two CPUs to run on, the allocator started, and the rseq fast path: else
- * say why the test is skipped and return false. */
-static bool two_cpus_on_rseq(int cpus[2])
+/* Two CPUs to run on, the allocator started, and the rseq fast path, with
+ * the thread's affinity now in *saved (for restore_affinity): else say why
+ * the test is skipped and return false. */
+static bool two_cpus_on_rseq(int cpus[2], cpu_set_t *saved)
 {
     allowed_cpus(cpus);
     started();
@@ -420,6 +421,7 @@ static bool two_cpus_on_rseq(int cpus[2])
         pcm_test_printf("  skipped: fast path %s, second CPU %d\n", pcm_fast_path_name(), cpus[1]);
         return false;
     }
+    sched_getaffinity(0, sizeof *saved, saved);
     return true;
 }
 #endif
@@ -493,10 +495,9 @@ PCM_TEST(rseq_refill_takes_the_remote_stack_of_its_class_into_the_cache)
 {
 #ifdef PCM_ARCH_RSEQ
     int cpus[2];
-    if (!two_cpus_on_rseq(cpus))
-        return;
     cpu_set_t saved;
-    sched_getaffinity(0, sizeof saved, &saved);
+    if (!two_cpus_on_rseq(cpus, &saved))
+        return;
     unsigned delay = pcm_opts.purge_delay_ms;
     pcm_opts.purge_delay_ms = 3600000; /* no decay tick drains the stacks meanwhile */
     refill_from_remote_stack(cpus, 48);
@@ -594,10 +595,9 @@ PCM_TEST(rseq_free_on_another_cpu_waits_on_its_outgoing_list_below_1_kib)
                   "class %u (%zu bytes): an outgoing limit of %u", c, size, limit);
     }
     int cpus[2];
-    if (!two_cpus_on_rseq(cpus))
-        return;
     cpu_set_t saved;
-    sched_getaffinity(0, sizeof saved, &saved);
+    if (!two_cpus_on_rseq(cpus, &saved))
+        return;
     /* Below 1 KiB: would share lines, or take the free's slow half again
      * at each later free there; they wait to go home. */
     free_elsewhere(cpus, 56, false);
@@ -738,10 +738,9 @@ PCM_TEST(rseq_outgoing_list_limit_follows_its_use)
 {
 #ifdef PCM_ARCH_RSEQ
     int cpus[2];
-    if (!two_cpus_on_rseq(cpus))
-        return;
     cpu_set_t saved;
-    sched_getaffinity(0, sizeof saved, &saved);
+    if (!two_cpus_on_rseq(cpus, &saved))
+        return;
     struct spread s = {.cls = pcm_size_class(56)};
     const struct pcm_bin_shape shape = pcm_bin_shapes[s.cls];
     PCM_REQUIRE(shape.outgoing_start < shape.outgoing, "56 bytes: outgoing start %u, most %u", shape.outgoing_start,
