@@ -69,7 +69,7 @@ struct pcm_bin_shape pcm_bin_shapes[PCM_CLASS_COUNT];
 #define GROW_NS_PER_OBJECT 250u
 /* ...and one of this many refills is long; the bit of the heap's streak[]
  * that says it is of refills. */
-#define STREAK_LONG 4u
+#define STREAK_LONG 3u
 #define STREAK_REFILLS 0x80u
 /* An outgoing list's limit at first, and its least; it grows when it
  * filled within this many ns an object (heap.h: pcm_heap_outgoing_sent). */

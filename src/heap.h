@@ -295,7 +295,7 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
  *     turn - the program's batches of the class go out and come back in
  *     more than the cache holds;
  *   - a class below PCM_FOREIGN_CACHED_MIN bytes (heap.c: streak_event):
- *     it doubles if the streak was long (STREAK_LONG, 4 refills) or began
+ *     it doubles if the streak was long (STREAK_LONG, 3 refills) or began
  *     soon before the flush (within GROW_NS_PER_OBJECT, 250 ns, for each
  *     object of a batch), and halves (not below `start`) otherwise.
  *     Batches that outgrow the cache make long streaks - a producer and a
