@@ -316,10 +316,13 @@ bool pcm_heap_drain_caches_rseq_locked(struct pcm_heap *h);
  * their 64 KiB, 1,100-1,400 objects (230-270 KiB) cached on each CPU at 2
  * threads; with the streaks, and the outgoing lists' limits following
  * their use as well (pcm_heap_outgoing_sent), the committed peak at 2
- * threads fell from 1,260-1,384 KiB to 936-992, at one thread (pinned)
- * from 520 to 488 (`malloc_stats`, 3 runs each, 2026-12-05), for
- * refills and flushes by the tens of thousands a run where there were
- * hundreds (README: "What limits the gaps").  Timed from
+ * threads fell from 1,260-1,384 KiB to 972-1,152 (most of that the
+ * outgoing lists'), at one thread (pinned) from 520 to 496 (`malloc_stats`,
+ * 3-5 runs each, 2026-12-05), for refills and flushes by the tens of
+ * thousands a run where there were hundreds (README: "What limits the
+ * gaps").  A long streak of 4 refills instead of 3 took the one thread's
+ * peak to 488 KiB, for lifo at one thread 3 % slower; of 2, the caches
+ * grew as before (528 KiB).  Timed from
  * the refill alone, the rule held the caches of xmalloc with 4 threads on
  * one CPU at their start (a time slice between a producer's refills and a
  * consumer's flushes), 14 % slower; resizing at turns from flushes to
