@@ -221,16 +221,25 @@ void pcm_heap_set_limits(struct pcm_heap *h, bool open)
         pcm_bin_set_limit(&h->outgoing[c], open ? pcm_bin_shapes[c].outgoing_start : 0);
 }
 
-/* Double cls's cache (up to its most), or halve it (down to its start);
- * a limit of 0 (stopped by a drain) is left to the drain. */
+/* A list's limit doubled (up to most) or halved (down to least); a limit
+ * of 0 (stopped by a drain) is left to the drain. */
+static uint32_t resized(uint32_t limit, bool grow, uint32_t least, uint32_t most)
+{
+    if (limit && grow && limit < most)
+        return limit * 2 < most ? limit * 2 : most;
+    if (limit && !grow && limit > least)
+        return limit / 2 > least ? limit / 2 : least;
+    return limit;
+}
+
+/* Double cls's cache (up to its most), or halve it (down to its start). */
 static void resize_cache(struct pcm_heap *h, unsigned cls, bool grow)
 {
-    uint32_t limit = pcm_bin_limit(&h->bins[cls]);
-    uint32_t most = pcm_bin_shapes[cls].limit, start = pcm_bin_shapes[cls].start;
-    if (limit && grow && limit < most)
-        pcm_bin_set_limit(&h->bins[cls], limit * 2 < most ? limit * 2 : most);
-    else if (limit && !grow && limit > start)
-        pcm_bin_set_limit(&h->bins[cls], limit / 2 > start ? limit / 2 : start);
+    struct pcm_bin *bin = &h->bins[cls];
+    uint32_t limit = pcm_bin_limit(bin);
+    uint32_t next = resized(limit, grow, pcm_bin_shapes[cls].start, pcm_bin_shapes[cls].limit);
+    if (next != limit)
+        pcm_bin_set_limit(bin, next);
 }
 
 /* A refill (refill) or a flush of cls, a class below 1 KiB (heap.h): the
@@ -249,9 +258,10 @@ static void streak_event(struct pcm_heap *h, unsigned cls, bool refill)
         return;
     }
     uint32_t now = pcm_os_monotonic_ns32();
-    bool soon = now - h->event_ns[cls] < pcm_heap_batch(h, cls) * GROW_NS_PER_OBJECT;
-    if (!refill) /* (a turn to refills leaves it: the flushes that grow it come next) */
+    if (!refill) { /* (a turn to refills leaves it: the flushes that grow it come next) */
+        bool soon = now - h->event_ns[cls] < pcm_heap_batch(h, cls) * GROW_NS_PER_OBJECT;
         resize_cache(h, cls, events >= STREAK_LONG || soon);
+    }
     h->event_ns[cls] = now;
     h->streak[cls] = (uint8_t)((refill ? STREAK_REFILLS : 0) | 1u);
 }
@@ -292,9 +302,9 @@ void pcm_heap_outgoing_sent(struct pcm_heap *h, unsigned cls)
     if ((fast ? limit >= most : limit <= least) || !pcm_heap_trylock(h))
         return; /* (no change, or h busy: the limit stays as it is) */
     limit = pcm_bin_limit(&h->outgoing[cls]); /* (now under the lock) */
-    if (limit) /* (0: stopped by a drain, left to it) */
-        pcm_bin_set_limit(&h->outgoing[cls], fast ? (limit * 2 < most ? limit * 2 : most)
-                                                  : (limit / 2 > least ? limit / 2 : least));
+    uint32_t next = resized(limit, fast, least, most);
+    if (next != limit)
+        pcm_bin_set_limit(&h->outgoing[cls], next);
     pcm_heap_unlock(h);
 }
 
