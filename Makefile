@@ -139,8 +139,12 @@ $(BUILD)/obj/src/api_names.o: src/api.c $(HEADERS) | $(NEED_DEPS)
 	$(call say,CC,$@)
 	$(Q)$(CC) $(LIB_CFLAGS) -DPCM_STANDARD_NAMES -c $< -o $@
 
+# No unwind tables in the library: nothing unwinds through its C frames,
+# and .eh_frame would be resident in every process (the kernel maps the
+# library's read-only pages whole).  A sanitizer's variant keeps them.
 # operator new hands a failure on to the C++ runtime's, which may throw
 # through it: its frames need unwind tables on every target.
+$(LIB_OBJ): LIB_CFLAGS += $(if $(findstring -fsanitize,$(EXTRA_CFLAGS)),,-fno-asynchronous-unwind-tables -fno-unwind-tables)
 $(BUILD)/obj/src/preload_cxx.o: LIB_CFLAGS += -fexceptions
 
 $(BUILD)/libpcmalloc.so: $(LIB_OBJ)
@@ -201,7 +205,7 @@ $(BUILD)/k6/cmov_canary: tests/k6/cmov_canary.c | $(NEED_DEPS)
 RESULTS ?= $(BUILD)/results
 test: all
 	@rm -rf $(RESULTS)/$(ARCH)-*
-	OBJDUMP=$(OBJDUMP) NM=$(CROSS_COMPILE)nm RESULTS=$(RESULTS) qemu/run-tests.sh $(ARCH) $(BUILD)
+	OBJDUMP=$(OBJDUMP) NM=$(CROSS_COMPILE)nm READELF=$(CROSS_COMPILE)readelf RESULTS=$(RESULTS) qemu/run-tests.sh $(ARCH) $(BUILD)
 	@qemu/summarize.sh $(RESULTS) $(ARCH)-
 
 # Builds run one compiler per CPU (unless the caller gave make its own -j,

@@ -148,6 +148,12 @@ if tests/abi/imported_symbols.sh "${NM:-nm}" "$lib"; then
 else
     record "$abi_suite" imported_symbols fail
 fi
+echo "== [$abi_suite] unwind tables of $lib"
+if tests/abi/unwind_tables.sh "${NM:-nm}" "${READELF:-readelf}" "$lib"; then
+    record "$abi_suite" unwind_tables ok
+else
+    record "$abi_suite" unwind_tables fail
+fi
 
 if [ "$mode" = hardened ]; then
     expect="PCM_TEST_EXPECT_FAST_PATH=cas PCM_TEST_HARDENED=1"
