@@ -8,6 +8,8 @@
 # exclusive pair and no LSE atomic on arm64.  The CAS fallback and the
 # remote free are calls out of these functions, so the whole body is the
 # small-object path on the owner's CPU plus the calls to the slow ones.
+# On x86_64 the sections also touch memory through a base register alone,
+# never base + index (arch/x86_64/arch_rseq.h, step 2, says why).
 # ARCH: x86_64, x86 or arm64.  Exit status 0 pass, 1 fail, 2 usage.
 set -u
 if [ "$#" -ne 3 ]; then
@@ -25,6 +27,15 @@ arm64) new_symbol=_Znwm section_store='tpidr_el0' forbidden='(^|[[:space:]])(ld[
     exit 2
     ;;
 esac
+# The instructions from a descriptor's store to the next ret or jmp (the
+# sections' bodies) that read or write memory as base + index (lea only
+# computes an address).
+sections_indexed() {
+    STORE=$section_store awk '
+        $0 ~ ENVIRON["STORE"] { on = 1; next }
+        on && /^(ret|jmp)/ { on = 0 }
+        on && !/^lea/ && /\(%[a-z0-9]+,%[a-z0-9]+/ { print }'
+}
 status=0
 for function in pcm_malloc pcm_free "$new_symbol"; do
     # By address and size from the symbol table: the library also names
@@ -48,6 +59,12 @@ for function in pcm_malloc pcm_free "$new_symbol"; do
     elif [ -n "$offenders" ]; then
         echo "audit: $function: atomic read-modify-write on the fast path:"
         printf '%s\n' "$offenders" | sed 's/^/audit:   /'
+        status=1
+    elif [ "$arch" = x86_64 ] && indexed=$(printf '%s\n' "$body" | cut -f2- | sections_indexed) && [ -n "$indexed" ]; then
+        # arch/x86_64/arch_rseq.h, step 2: a slot loaded and stored as
+        # base + index waits on every store-to-load forward.
+        echo "audit: $function: a base + index memory operand inside a restartable section:"
+        printf '%s\n' "$indexed" | sed 's/^/audit:   /'
         status=1
     else
         echo "audit: $function: $instructions instructions, a restartable section, no atomic read-modify-write"
