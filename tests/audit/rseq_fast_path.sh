@@ -38,6 +38,7 @@ sections_indexed() {
 }
 status=0
 for function in pcm_malloc pcm_free "$new_symbol"; do
+    indexed=""
     # By address and size from the symbol table: the library also names
     # them malloc and free (aliases), and objdump labels the code with
     # either name.
@@ -60,7 +61,10 @@ for function in pcm_malloc pcm_free "$new_symbol"; do
         echo "audit: $function: atomic read-modify-write on the fast path:"
         printf '%s\n' "$offenders" | sed 's/^/audit:   /'
         status=1
-    elif [ "$arch" = x86_64 ] && indexed=$(printf '%s\n' "$body" | cut -f2- | sections_indexed) && [ -n "$indexed" ]; then
+    elif [ "$arch" = x86_64 ] && ! indexed=$(printf '%s\n' "$body" | cut -f2- | sections_indexed); then
+        echo "audit: $function: the scan of its restartable sections failed"
+        status=1
+    elif [ -n "$indexed" ]; then
         # arch/x86_64/arch_rseq.h, step 2: a slot loaded and stored as
         # base + index waits on every store-to-load forward.
         echo "audit: $function: a base + index memory operand inside a restartable section:"
