@@ -37,6 +37,12 @@ sections_indexed() {
         on && !/^lea/ && /\(%[a-z0-9]+,%[a-z0-9]+/ { print }'
 }
 status=0
+# A failure, with the instructions at fault under it.
+fail_listing() {
+    echo "audit: $1"
+    printf '%s\n' "$2" | sed 's/^/audit:   /'
+    status=1
+}
 for function in pcm_malloc pcm_free "$new_symbol"; do
     indexed=""
     # By address and size from the symbol table: the library also names
@@ -58,18 +64,14 @@ for function in pcm_malloc pcm_free "$new_symbol"; do
         echo "audit: $function: no restartable section (no match for '$section_store')"
         status=1
     elif [ -n "$offenders" ]; then
-        echo "audit: $function: atomic read-modify-write on the fast path:"
-        printf '%s\n' "$offenders" | sed 's/^/audit:   /'
-        status=1
+        fail_listing "$function: atomic read-modify-write on the fast path:" "$offenders"
     elif [ "$arch" = x86_64 ] && ! indexed=$(printf '%s\n' "$body" | cut -f2- | sections_indexed); then
         echo "audit: $function: the scan of its restartable sections failed"
         status=1
     elif [ -n "$indexed" ]; then
         # arch/x86_64/arch_rseq.h, step 2: a slot loaded and stored as
         # base + index waits on every store-to-load forward.
-        echo "audit: $function: a base + index memory operand inside a restartable section:"
-        printf '%s\n' "$indexed" | sed 's/^/audit:   /'
-        status=1
+        fail_listing "$function: a base + index memory operand inside a restartable section:" "$indexed"
     else
         echo "audit: $function: $instructions instructions, a restartable section, no atomic read-modify-write"
     fi
