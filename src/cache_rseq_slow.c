@@ -91,11 +91,11 @@ aborted:
     goto retry;
 }
 
-/* Reverse a chain linked by word 0. */
+/* Reverse a chain linked by word 0; the result ends in NULL. */
 static void *reversed(void *chain)
 {
     void *done = NULL;
-    while (chain) {
+    while (pcm_chain_more(chain)) {
         void *next = *(void **)chain;
         *(void **)chain = done;
         done = chain;
@@ -105,9 +105,10 @@ static void *reversed(void *chain)
 }
 
 /* Make chain (owner's objects, the lock of owner held; links and depths
- * written, the last object the bottom) the whole of owner's CPU's cache,
- * if that cache is empty - the usual case: a refill found it empty, a
- * flush just emptied it.  False (nothing done) otherwise. */
+ * written, the last object the bottom, its link pcm_heap_list_end's) the
+ * whole of owner's CPU's cache, if that cache is empty - the usual case:
+ * a refill found it empty, a flush just emptied it.  False (nothing done)
+ * otherwise. */
 static bool put_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain)
 {
 retry:
@@ -121,12 +122,13 @@ refused: /* another CPU now, or the cache is not empty */
 }
 
 /* Cache the chain of `count` fresh objects (owner's, the lock of owner
- * held, marked with their depths as on an empty cache), its first object
- * on top: at once where the cache is empty, else one by one; what cannot
- * be cached goes back to the spans. */
+ * held, marked with their depths as on an empty cache, the bottom's link
+ * pcm_heap_list_end's), its first object on top: at once where the cache
+ * is empty, else one by one; what cannot be cached goes back to the
+ * spans. */
 static void cache_chain_locked(struct pcm_heap *owner, unsigned cls, void *chain, unsigned count)
 {
-    if (!chain)
+    if (!pcm_chain_more(chain))
         return;
     if (count <= pcm_bin_shapes[cls].limit && put_chain_locked(owner, cls, chain))
         return;
@@ -218,10 +220,11 @@ static void *refill(struct pcm_heap *h, unsigned cls)
         count = pcm_heap_cut_locked(h, cls, want, true, &obj, &last);
         pcm_heap_refilled_locked(h, cls, true);
         if (count) {
+            *(pcm_word_t *)last = pcm_heap_list_end(h, cls);
             void *rest = *(void **)obj;
-            if (__builtin_expect(pcm_fault_duplicate_refill, 0) && rest) {
+            if (__builtin_expect(pcm_fault_duplicate_refill, 0) && pcm_chain_more(rest)) {
                 *(void **)last = obj; /* obj is also cached: handed out twice */
-                *(void **)obj = NULL;
+                *(pcm_word_t *)obj = pcm_heap_list_end(h, cls);
                 pcm_chain_mark_depths(rest, count, count);
                 count++;
             }
@@ -271,11 +274,11 @@ void *pcm_heap_alloc_rseq_slow(unsigned cls, void *seen)
  * an owner's objects. */
 static void send_home(void *chain)
 {
-    while (chain) {
+    while (pcm_chain_more(chain)) {
         const struct pcm_span *span = pcm_span_of(pcm_segment_of(chain), chain);
         unsigned owner = span->owner, cls = span->class_plus1 - 1u, n = 1;
         void *first = chain, *last = chain, *rest = NULL, **rest_tail = &rest;
-        for (void *obj = *(void **)chain, *next; obj; obj = next) {
+        for (void *obj = *(void **)chain, *next; pcm_chain_more(obj); obj = next) {
             next = *(void **)obj;
             if (pcm_span_of(pcm_segment_of(obj), obj)->owner == owner) {
                 *(void **)last = obj;
@@ -405,12 +408,13 @@ static bool anything_listed(struct pcm_heap *h)
     return false;
 }
 
-/* A list's whole chain, taken by its owner for good (see below). */
+/* A list's whole chain, taken by its owner for good (see below), or NULL;
+ * the list left empty. */
 static void *take_stopped(volatile pcm_pair_t *list)
 {
     void *chain = (void *)pcm_load_relaxed(&list->half.ptr);
-    pcm_store_relaxed(&list->half.ptr, 0);
-    return chain;
+    pcm_store_relaxed(&list->half.ptr, pcm_lists_end_at_slots ? (pcm_word_t)&list->half.ptr : 0);
+    return pcm_chain_more(chain) ? chain : NULL;
 }
 
 /*

@@ -32,6 +32,9 @@ void pcm_fast_path_choose(void)
         reason = "PCMALLOC_CPUS gives fewer heaps than CPUs, so CPUs share caches";
     else {
         reason = "restartable sequences on glibc's rseq area";
+#ifdef PCM_ARCH_RSEQ_LISTS_END_AT_SLOT
+        pcm_heaps_end_lists_at_slots(); /* (no list holds an object yet) */
+#endif
         pcm_fast_path_settled = PCM_FAST_PATH_RSEQ;
         /* release: the heaps and options are visible to whoever sees them */
         pcm_store_release(&pcm_fast_path_rseq_offset, (pcm_word_t)pcm_cpu_rseq_offset);

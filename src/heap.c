@@ -132,11 +132,38 @@ static void prepare_lock_give(void)
     pcm_yield_lock_give(&prepare_lock);
 }
 
+bool pcm_lists_end_at_slots;
+
+/* Every empty list of h holds its slot's address (heap.h).  Before its
+ * limits open: a section that reads an open limit reads its slot after
+ * it (x86_64: loads keep their order, and so do these stores). */
+static void end_lists_at_slots(struct pcm_heap *h)
+{
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+        if (!pcm_load_relaxed(&h->bins[c].cache.half.ptr))
+            pcm_store_relaxed(&h->bins[c].cache.half.ptr, (pcm_word_t)&h->bins[c].cache.half.ptr);
+    for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+        if (!pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
+            pcm_store_relaxed(&h->outgoing[c].cache.half.ptr, (pcm_word_t)&h->outgoing[c].cache.half.ptr);
+}
+
+void pcm_heaps_end_lists_at_slots(void)
+{
+    prepare_lock_take();
+    pcm_lists_end_at_slots = true;
+    for (unsigned i = 0; i < pcm_heap_count; i++)
+        if (pcm_heap_is_ready(i))
+            end_lists_at_slots(&pcm_heaps[i]);
+    prepare_lock_give();
+}
+
 void pcm_heap_prepare_slow(struct pcm_heap *h)
 {
     unsigned i = pcm_heap_index(h);
     prepare_lock_take();
     if (!pcm_heap_is_ready(i)) {
+        if (pcm_lists_end_at_slots)
+            end_lists_at_slots(h);
         pcm_heap_set_limits(h, true);
         /* Only the lock's holder writes the bitmap, so load and store
          * suffice.  release: the limits above are visible to whoever sees
@@ -502,15 +529,15 @@ static void *return_runs_locked(struct pcm_heap *h, void *chain, size_t max, siz
 {
     const unsigned self = pcm_heap_index(h);
     size_t left = max, home_count = 0;
-    while (chain && left) {
+    while (pcm_chain_more(chain) && left) {
         void *first = chain, *last = chain;
         struct pcm_segment *s = pcm_segment_of(first);
         struct pcm_span *span = pcm_span_of(s, first);
         const uintptr_t start = span->start, bytes = (uintptr_t)span->pages << PCM_PAGE_SHIFT;
         /* The run ends at the span's edge, at max, or at the chain's end:
          * NULL - start wraps to at least 2^N - start >= bytes, as no span
-         * runs past the top of the address space, so one compare stops
-         * at both. */
+         * runs past the top of the address space, and a slot (heap.h:
+         * pcm_chain_more) lies in no span, so one compare stops at all. */
         void *next = pcm_link_next(last, *(pcm_word_t *)last);
         size_t before = left--;
         for (; left && (uintptr_t)next - start < bytes; left--) {
@@ -529,7 +556,7 @@ static void *return_runs_locked(struct pcm_heap *h, void *chain, size_t max, siz
         home_count += n;
     }
     *home = home_count;
-    return chain;
+    return pcm_chain_more(chain) ? chain : NULL;
 }
 
 size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain)
@@ -587,16 +614,16 @@ unsigned pcm_heap_take_remote_class_locked(struct pcm_heap *h, unsigned cls, uns
     /* Else one pass: each object taken is relinked in front of the last,
      * so the first taken ends up the bottom (depth 1) and the last the
      * top. */
-    void *top = NULL;
+    void *top = (void *)pcm_heap_list_end(h, cls); /* the bottom's link: ready for the cache */
     unsigned count = 0;
-    while (chain && count < most) {
+    while (pcm_chain_more(chain) && count < most) {
         void *next = pcm_link_next(chain, *(pcm_word_t *)chain);
         *(pcm_word_t *)chain = pcm_link_encode(chain, (pcm_word_t)top);
         pcm_free_mark_set(chain, ++count);
         top = chain;
         chain = next;
     }
-    if (chain)
+    if (pcm_chain_more(chain))
         h->stats.remote_drained += pcm_heap_return_chain_locked(h, chain);
     if (count) {
         h->stats.remote_drained += count;

@@ -93,14 +93,6 @@ static inline uint32_t pcm_bin_limit(const struct pcm_bin *bin)
     return (uint32_t)pcm_load_relaxed(&bin->limit);
 }
 
-/* Whether the list holds an object: a hint, read without its owner's
- * sections or lock (another thread may change it the next moment), that
- * spares a walk over empty lists their take-alls. */
-static inline bool pcm_bin_listed_hint(const struct pcm_bin *bin)
-{
-    return pcm_load_relaxed(&bin->cache.half.ptr) != 0;
-}
-
 static inline void pcm_bin_set_limit(struct pcm_bin *bin, uint32_t limit)
 {
     pcm_store_relaxed(&bin->limit, limit);
@@ -211,6 +203,48 @@ bool pcm_heaps_init(unsigned count);
 static inline unsigned pcm_heap_index(const struct pcm_heap *h)
 {
     return (unsigned)(h - pcm_heaps);
+}
+
+/*
+ * Where a chain of free objects ends.  Everywhere 0, except on the rseq
+ * path of an arch whose sections end a per-CPU list at its own slot
+ * (arch_rseq.h: PCM_ARCH_RSEQ_LISTS_END_AT_SLOT, x86_64): there an empty
+ * cache or outgoing list of a ready heap holds its slot's address, and
+ * the bottom object of one links there, so the free's push reads the
+ * top's depth with no test for an empty list.  Set before the first
+ * segment is made (fast_path.c), with every ready heap's lists made so
+ * (pcm_heaps_end_lists_at_slots); a heap made ready later gets them so
+ * before its limits open (heap.c).  Every walk of a chain that came from
+ * a list, or may go into one, stops at pcm_chain_more.
+ */
+extern bool pcm_lists_end_at_slots __attribute__((visibility("hidden")));
+void pcm_heaps_end_lists_at_slots(void);
+
+/* A slot: a word of the heaps' mapping, which holds no object. */
+static inline bool pcm_in_heaps(const void *p)
+{
+    return (uintptr_t)p - (uintptr_t)pcm_heaps < (uintptr_t)pcm_heap_count * sizeof(struct pcm_heap);
+}
+
+/* p, a link of a chain, is an object, not the chain's end. */
+static inline bool pcm_chain_more(const void *p)
+{
+    return p && !pcm_in_heaps(p);
+}
+
+/* The end for a chain that is to become h's cache of class cls whole
+ * (the link of its bottom object). */
+static inline pcm_word_t pcm_heap_list_end(struct pcm_heap *h, unsigned cls)
+{
+    return pcm_lists_end_at_slots ? (pcm_word_t)&h->bins[cls].cache.half.ptr : 0;
+}
+
+/* Whether the list holds an object: a hint, read without its owner's
+ * sections or lock (another thread may change it the next moment), that
+ * spares a walk over empty lists their take-alls. */
+static inline bool pcm_bin_listed_hint(const struct pcm_bin *bin)
+{
+    return pcm_chain_more((const void *)pcm_load_relaxed(&bin->cache.half.ptr));
 }
 
 /* Whether heap i has been made ready.  acquire: pairs with the release in
@@ -446,13 +480,14 @@ unsigned pcm_heap_cut_locked(struct pcm_heap *h, unsigned cls, unsigned want, bo
 void pcm_chain_mark_depths(void *chain, unsigned count, pcm_word_t top);
 /* obj, an object of one of h's spans, goes back to its span. */
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
-/* The same for every object of a chain linked by word 0 (NULL: none),
- * each already carrying the free mark (free_mark.h) as cached and
- * remotely freed objects do; how many went to h's spans.  Objects of
+/* The same for every object of a chain linked by word 0 (up to its end:
+ * pcm_chain_more), each already carrying the free mark (free_mark.h) as
+ * cached and remotely freed objects do; how many went to h's spans.  Objects of
  * other heaps' spans (an rseq cache holds any heap's) go onto their
  * owners' remote queues instead. */
 size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain);
-/* The same for the first n objects of chain only; the rest of it. */
+/* The same for the first n objects of chain only; the rest of it (NULL:
+ * none). */
 void *pcm_heap_return_first_locked(struct pcm_heap *h, void *chain, size_t n);
 /* Give back every span of h with no object out (after draining h's
  * remote queue) and decommit the free pages of h's segments; the bytes

@@ -26,6 +26,10 @@ void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, vo
 {
     struct pcm_remote_stack *stack = pcm_remote_stack(owner, cls);
     volatile pcm_word_t *list = &stack->top;
+    /* A class's stack may become the owner's cache whole (heap.c:
+     * pcm_heap_take_remote_class_locked): its bottom links where a list
+     * of that cache ends (heap.h). */
+    pcm_word_t end = cls < PCM_OUTGOING_CLASSES ? pcm_heap_list_end(owner, cls) : 0;
     pcm_word_t seen = pcm_load_acquire(list);
     pcm_word_t depth;
     do {
@@ -34,7 +38,7 @@ void pcm_remote_free_chain(struct pcm_heap *owner, unsigned cls, void *first, vo
          * (percpu_cache.h), and a refill can take it as one.  (depth >=
          * count: counts stay far below the mask.) */
         pcm_chain_mark_depths(first, count, depth);
-        *(pcm_word_t *)last = pcm_link_encode(last, seen);
+        *(pcm_word_t *)last = pcm_link_encode(last, seen ? seen : end);
         /* release: the objects' words are written before they can be drained */
     } while (!pcm_cas_acq_rel(list, &seen, (pcm_word_t)first));
     pcm_store_relaxed(&stack->depth_hint, depth);

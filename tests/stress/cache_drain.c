@@ -130,11 +130,11 @@ static int limit_not_open(struct pcm_heap *h)
 static int list_not_empty(struct pcm_heap *h)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        if (pcm_load_relaxed(&h->bins[c].cache.half.ptr))
+        if (pcm_bin_listed_hint(&h->bins[c]))
             return (int)c;
     if (pcm_fast_path_is_rseq())
         for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-            if (pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
+            if (pcm_bin_listed_hint(&h->outgoing[c]))
                 return (int)(PCM_CLASS_COUNT + c);
     return -1;
 }
@@ -525,7 +525,7 @@ PCM_TEST(cache_drain_of_a_pinned_cpu)
 
     PCM_CHECK(pcm_test_run_workers(1, fill_cache, NULL) == 0, "the filling thread did not start");
     PCM_CHECK(fill_pinned, "cannot pin a thread to CPU %d", fill_cpu);
-    if (!fill_pinned || !pcm_load_relaxed(top)) {
+    if (!fill_pinned || !pcm_bin_listed_hint(&h->bins[cls])) {
         PCM_CHECK(!fill_pinned, "CPU %d's %u-byte cache is empty after %u frees there", fill_cpu, FILL_SIZE,
                   FILL_OBJECTS);
         sched_setaffinity(0, sizeof saved, &saved);
@@ -545,7 +545,7 @@ PCM_TEST(cache_drain_of_a_pinned_cpu)
                     (unsigned long)returned, FILL_SIZE);
     if (fence) {
         PCM_CHECK(took, "the drain of CPU %d took nothing from a cache of %u objects", fill_cpu, FILL_OBJECTS);
-        PCM_CHECK(!pcm_load_relaxed(top), "CPU %d's %u-byte cache still holds objects after the drain", fill_cpu,
+        PCM_CHECK(!pcm_bin_listed_hint(&h->bins[cls]), "CPU %d's %u-byte cache still holds objects after the drain", fill_cpu,
                   FILL_SIZE);
         PCM_CHECK(listed < 0, "CPU %d's list %d still holds objects after the drain", fill_cpu, listed);
         PCM_CHECK(returned >= FILL_OBJECTS, "%lu objects back in their spans, %u were cached",

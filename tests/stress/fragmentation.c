@@ -148,7 +148,7 @@ static void cached_pages(uintptr_t *pages, size_t *n, size_t room)
         unsigned counts[2] = {PCM_CLASS_COUNT, PCM_OUTGOING_CLASSES};
         for (unsigned b = 0; b < 2; b++)
             for (unsigned c = 0; c < counts[b]; c++)
-                for (void *obj = (void *)bins[b][c].cache.half.ptr; obj && *n < room;
+                for (void *obj = (void *)bins[b][c].cache.half.ptr; pcm_chain_more(obj) && *n < room;
                      obj = pcm_link_next(obj, *(pcm_word_t *)obj))
                     pages[(*n)++] = (uintptr_t)obj / PCM_PAGE_SIZE;
     }

@@ -65,9 +65,9 @@ static void *fill_cache(void *unused)
     return NULL;
 }
 
-static pcm_word_t cache_top(struct pcm_heap *h, unsigned cls)
+static bool cache_holds(struct pcm_heap *h, unsigned cls)
 {
-    return pcm_load_relaxed(&h->bins[cls].cache.half.ptr);
+    return pcm_bin_listed_hint(&h->bins[cls]);
 }
 
 PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
@@ -91,7 +91,7 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     pthread_join(thread, NULL);
     PCM_REQUIRE(worker_pinned, "cannot pin the worker to CPU %d", last);
     struct pcm_heap *h = &pcm_heaps[(unsigned)last % pcm_heap_count];
-    PCM_REQUIRE(cache_top(h, cls), "CPU %d's cache of %u bytes is empty after %u frees there", last, OBJECT_SIZE,
+    PCM_REQUIRE(cache_holds(h, cls), "CPU %d's cache of %u bytes is empty after %u frees there", last, OBJECT_SIZE,
                 OBJECTS);
     pcm_word_t drains = h->stats.drains, returned = h->stats.returned[cls];
 
@@ -99,13 +99,13 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
      * activity, the next finds it unchanged.  Nothing here refills or
      * flushes the worker's CPU's caches. */
     unsigned periods = 0;
-    for (; periods < 40 && cache_top(h, cls); periods++) {
+    for (; periods < 40 && cache_holds(h, cls); periods++) {
         sleep_ms(DELAY_MS);
         pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
     }
     pcm_test_printf("  %s path: CPU %d's cache drained after %u periods of %u ms, from CPU %d\n", pcm_fast_path_name(),
                     last, periods, DELAY_MS, first);
-    PCM_CHECK(!cache_top(h, cls), "CPU %d's cache still holds objects after %u idle periods", last, periods);
+    PCM_CHECK(!cache_holds(h, cls), "CPU %d's cache still holds objects after %u idle periods", last, periods);
     PCM_CHECK(h->stats.drains > drains, "no drain counted (%lu)", (unsigned long)h->stats.drains);
     PCM_CHECK(h->stats.returned[cls] - returned >= OBJECTS, "%lu objects back in their spans, %u cached",
               (unsigned long)(h->stats.returned[cls] - returned), OBJECTS);
@@ -121,7 +121,7 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     /* The CPU's caches work as before. */
     PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
     pthread_join(thread, NULL);
-    PCM_CHECK(cache_top(h, cls), "CPU %d caches nothing after the drain", last);
+    PCM_CHECK(cache_holds(h, cls), "CPU %d caches nothing after the drain", last);
     pcm_opts.purge_delay_ms = saved_delay;
     sched_setaffinity(0, sizeof saved, &saved);
 }

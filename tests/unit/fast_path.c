@@ -123,17 +123,24 @@ PCM_TEST(every_size_up_to_1_kib_gets_its_own_class)
 }
 
 #ifdef PCM_ARCH_RSEQ
+/* The first object of a list, 0 if empty (an empty list may hold its
+ * slot's address: heap.h, pcm_chain_more). */
+static pcm_word_t list_top(const void *slot)
+{
+    pcm_word_t top = pcm_load_relaxed((const volatile pcm_word_t *)slot);
+    return pcm_chain_more((const void *)top) ? top : 0;
+}
+
 static pcm_word_t slot_top(int cpu, unsigned cls)
 {
-    return pcm_load_relaxed((volatile pcm_word_t *)((char *)pcm_rseq_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE));
+    return list_top((char *)pcm_rseq_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE);
 }
 
 static pcm_word_t outgoing_top(int cpu, unsigned cls)
 {
     if (cls >= PCM_OUTGOING_CLASSES)
         return 0;
-    return pcm_load_relaxed(
-        (volatile pcm_word_t *)((char *)pcm_rseq_outgoing_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE));
+    return list_top((char *)pcm_rseq_outgoing_slot0(cls) + (size_t)cpu * PCM_RSEQ_STRIDE);
 }
 #endif
 
@@ -219,6 +226,95 @@ PCM_TEST(rseq_free_of_every_class_lands_in_its_own_slot)
 }
 
 #ifdef PCM_ARCH_RSEQ
+/* What an object pushed onto owner's remote list of class cls now links
+ * to: the list's top, or where owner's cache of cls ends if the list is
+ * a class's and empty (remote.c: it may become that cache whole). */
+static pcm_word_t remote_link_below(unsigned owner, unsigned cls)
+{
+    pcm_word_t top = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], cls));
+    return top || cls >= PCM_OUTGOING_CLASSES ? top : pcm_heap_list_end(&pcm_heaps[owner], cls);
+}
+#endif
+
+#ifdef PCM_ARCH_RSEQ_LISTS_END_AT_SLOT
+/* Whether the list at slot (quiet: no thread uses its CPU) ends at the
+ * slot's own address within `most` objects: the push reads an empty
+ * list's depth there (arch/x86_64/arch_rseq.h), and a 0 would fault. */
+static bool ends_at_its_slot(volatile pcm_word_t *slot, unsigned most, unsigned *length)
+{
+    pcm_word_t at = pcm_load_relaxed(slot);
+    for (*length = 0; at != (pcm_word_t)slot && at && *length <= most; ++*length)
+        at = *(pcm_word_t *)at;
+    return at == (pcm_word_t)slot;
+}
+
+/* Every list of every ready heap ends at its slot; false after naming the
+ * first that does not. */
+static bool every_list_ends_at_its_slot(const char *when)
+{
+    for (unsigned i = 0; i < pcm_heap_count; i++) {
+        if (!pcm_heap_is_ready(i))
+            continue;
+        struct pcm_heap *h = &pcm_heaps[i];
+        unsigned n;
+        for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
+            if (!ends_at_its_slot(&h->bins[c].cache.half.ptr, PCM_DEPTH_MASK, &n)) {
+                PCM_CHECK(false, "%s: heap %u's cache of %zu bytes does not end at its slot (%u objects followed)",
+                          when, i, pcm_class_size(c), n);
+                return false;
+            }
+        for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
+            if (!ends_at_its_slot(&h->outgoing[c].cache.half.ptr, PCM_DEPTH_MASK, &n)) {
+                PCM_CHECK(false, "%s: heap %u's outgoing list of %zu bytes does not end at its slot (%u followed)",
+                          when, i, pcm_class_size(c), n);
+                return false;
+            }
+    }
+    return true;
+}
+#endif
+
+/* On x86_64 an empty list holds its slot's address and a list's bottom
+ * object links there (heap.h: pcm_chain_more): after refills, flushes,
+ * frees on another CPU (outgoing lists, remote stacks taken whole into a
+ * cache) and a trim, no list of a ready heap holds a 0 or ends in one. */
+PCM_TEST(rseq_lists_end_at_their_slot)
+{
+#ifdef PCM_ARCH_RSEQ_LISTS_END_AT_SLOT
+    cpu_set_t saved;
+    int cpus[2];
+    if (!rseq_ready(&saved, cpus))
+        return;
+    PCM_REQUIRE(pcm_lists_end_at_slots, "the rseq path runs with lists that end in 0");
+    enum { MADE = 600 };
+    static void *p[MADE];
+    unsigned where = cpus[1] >= 0 ? 2 : 1;
+    for (unsigned round = 0; round < 4; round++) {
+        PCM_REQUIRE(pcm_test_pin(cpus[round % where]), "cannot pin to CPU %d", cpus[round % where]);
+        for (unsigned i = 0; i < MADE; i++)
+            PCM_REQUIRE(p[i] = pcm_malloc(16 + (i * 40) % 2000), "malloc failed");
+        if (!every_list_ends_at_its_slot("after mallocs"))
+            break;
+        PCM_REQUIRE(pcm_test_pin(cpus[(round + 1) % where]), "cannot pin to CPU %d", cpus[(round + 1) % where]);
+        for (unsigned i = 0; i < MADE; i++)
+            pcm_free(p[i]);
+        if (!every_list_ends_at_its_slot("after frees on the other CPU"))
+            break;
+    }
+    pcm_heap_flush_caches_rseq();
+    for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
+        volatile pcm_word_t *slot = (volatile pcm_word_t *)((char *)pcm_rseq_slot0(c) + (size_t)cpus[0] * PCM_RSEQ_STRIDE);
+        PCM_CHECK(pcm_load_relaxed(slot) == (pcm_word_t)slot, "CPU %d's flushed cache of %zu bytes holds %p, not %p",
+                  cpus[0], pcm_class_size(c), (void *)pcm_load_relaxed(slot), (void *)slot);
+    }
+    every_list_ends_at_its_slot("after a flush");
+    pcm_malloc_trim(0);
+    every_list_ends_at_its_slot("after a trim");
+    restore_affinity(&saved);
+#endif
+}
+
+#ifdef PCM_ARCH_RSEQ
 struct handoff {
     int cpu;
     void *p;
@@ -259,7 +355,7 @@ static void free_elsewhere(const int cpus[2], size_t size, bool cached)
     void *p = pcm_malloc(size);
     PCM_REQUIRE(p, "malloc failed");
     unsigned owner = pcm_span_of(pcm_segment_of(p), p)->owner;
-    pcm_word_t remote_before = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], pcm_size_class(size)));
+    pcm_word_t remote_before = remote_link_below(owner, pcm_size_class(size));
     struct handoff h = {cpus[1], p, pcm_size_class(size), 0, 0, 0, 0};
     pthread_t t;
     PCM_REQUIRE(pthread_create(&t, NULL, free_on_cpu, &h) == 0, "pthread_create failed");
@@ -325,7 +421,7 @@ static void *free_batch_on_cpu(void *arg)
 static bool chain_holds(pcm_word_t chain, void *const *p, unsigned n, unsigned *seen)
 {
     *seen = 0;
-    for (pcm_word_t obj = chain; obj && *seen <= BATCH; obj = *(pcm_word_t *)obj, ++*seen) {
+    for (pcm_word_t obj = chain; pcm_chain_more((void *)obj) && *seen <= BATCH; obj = *(pcm_word_t *)obj, ++*seen) {
         bool found = false;
         for (unsigned i = 0; i < n && !found; i++)
             found = (pcm_word_t)p[i] == obj;
@@ -341,10 +437,10 @@ static bool chain_holds(pcm_word_t chain, void *const *p, unsigned n, unsigned *
 static bool depths_count_down(pcm_word_t chain, unsigned *at)
 {
     unsigned n = 0;
-    for (pcm_word_t obj = chain; obj; obj = *(pcm_word_t *)obj)
+    for (pcm_word_t obj = chain; pcm_chain_more((void *)obj); obj = *(pcm_word_t *)obj)
         n++;
     *at = 0;
-    for (pcm_word_t obj = chain; obj; obj = *(pcm_word_t *)obj, n--, (*at)++)
+    for (pcm_word_t obj = chain; pcm_chain_more((void *)obj); obj = *(pcm_word_t *)obj, n--, (*at)++)
         if ((((pcm_word_t *)obj)[1] & PCM_DEPTH_MASK) != n)
             return false;
     return true;
@@ -366,7 +462,7 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
     for (unsigned i = 1; i < b.n; i++)
         if (pcm_span_of(pcm_segment_of(b.p[i]), b.p[i])->owner != owner)
             return; /* (a busy heap lock sent a refill elsewhere) */
-    pcm_word_t remote_before = pcm_load_relaxed(pcm_remote_list(&pcm_heaps[owner], pcm_size_class(size)));
+    pcm_word_t remote_before = remote_link_below(owner, pcm_size_class(size));
     pthread_t t;
     PCM_REQUIRE(pthread_create(&t, NULL, free_batch_on_cpu, &b) == 0, "pthread_create failed");
     pthread_join(t, NULL);
@@ -385,7 +481,7 @@ static void free_batch_elsewhere(const int cpus[2], size_t size)
               "when the outgoing list was full (%p)", owner, (void *)remote, b.p[limit]);
     /* Below it the batch, then what was there before. */
     pcm_word_t after = *(pcm_word_t *)remote;
-    for (unsigned n = 0; n < limit && after; n++)
+    for (unsigned n = 0; n < limit && pcm_chain_more((void *)after); n++)
         after = *(pcm_word_t *)after;
     PCM_CHECK(after == remote_before, "heap %u's remote queue: the batch does not end on the old top", owner);
     /* The batch as a set: cut off the older queue for the walk. */
@@ -537,9 +633,10 @@ static void refill_from_stack_with_depth(int cpu, pcm_word_t stated)
     pcm_heap_drain_remote_list_locked(h, &h->remote_class[cls].top);
     pcm_heap_unlock(h);
     PCM_REQUIRE(slot_top(cpu, cls) == 0, "CPU %d's cache not empty after its flush", cpu);
-    /* p[0] on top, every depth below it 1. */
+    /* p[0] on top, every depth below it 1, the bottom's link where a
+     * pusher puts it (remote.c). */
     for (unsigned i = 0; i < STACKED; i++) {
-        *(pcm_word_t *)p[i] = i + 1 < STACKED ? (pcm_word_t)p[i + 1] : 0;
+        *(pcm_word_t *)p[i] = i + 1 < STACKED ? (pcm_word_t)p[i + 1] : pcm_heap_list_end(h, cls);
         pcm_free_mark_set(p[i], i == 0 ? stated : 1);
     }
     pcm_store_release(&h->remote_class[cls].top, (pcm_word_t)p[0]);
