@@ -93,6 +93,10 @@ _Static_assert(PCM_DEPTH_BITS == 16 || PCM_DEPTH_BITS == 12, "arch_rseq.h reads 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the sections read a bin's limit word as its low 32 bits");
 _Static_assert(offsetof(struct rseq, cpu_id) == 4 && offsetof(struct rseq, rseq_cs) == 8,
                "arch_rseq.h addresses the rseq area's fields by offset");
+#ifdef PCM_ARCH_RSEQ_LISTS_END_AT_SLOT
+_Static_assert(offsetof(pcm_pair_t, half.tag) == sizeof(pcm_word_t),
+               "an empty list's depth, read as its slot's word 1, is the pair's tag half (0 on this path)");
+#endif
 #endif
 
 /* CPU 0's cache slot of class cls; CPU n's lies n * PCM_RSEQ_STRIDE above. */

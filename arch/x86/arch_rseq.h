@@ -14,7 +14,9 @@
  *     compiler materialises position-independently (GOT-relative);
  *   - words are 4 bytes, the depth field 12 bits (free_mark.h);
  *   - only i586 instructions (no cmov): tests/audit/x86_instructions.sh.
- * The signature glibc registered is 0x53053053 on i386 too.
+ * The signature glibc registered is 0x53053053 on i386 too.  Lists end at
+ * their slot as on x86_64 (the pair's tag half, at 4, reads 0 as the
+ * empty list's depth): two instructions fewer a free here.
  */
 #ifndef PCM_PERCPU_RSEQ_INSIDE
 #error "include src/percpu_rseq.h, not an arch module's header"
@@ -24,6 +26,7 @@
 #endif
 
 #define PCM_ARCH_RSEQ 1
+#define PCM_ARCH_RSEQ_LISTS_END_AT_SLOT 1
 
 _Static_assert(RSEQ_SIG == 0x53053053, "the signature below is glibc's RSEQ_SIG");
 
@@ -61,8 +64,8 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off)
         "cmpl $0, %c[limit](%%eax)\n\t" /* stopped, or a guard: empty */
         "je 5f\n\t"
         "movl (%%eax), %[obj]\n\t"
-        "testl %[obj], %[obj]\n\t"
-        "jz 2f\n\t"
+        "cmpl %%eax, %[obj]\n\t" /* the slot's own address: empty */
+        "je 5f\n\t"
         "movl (%[obj]), %[next]\n\t"
         "movl %[next], (%%eax)\n\t" /* commit */
         "2:\n\t"
@@ -98,14 +101,15 @@ pcm_arch_rseq_pop_value(pcm_word_t *slot0, ptrdiff_t off)
  * the section only reads travel in one block on the stack, one register
  * for all (gcc otherwise runs out of registers, or loops, allocating
  * them).  Scratch: eax (cpu, then the slot), ecx (top, then its depth,
- * then word 1). */
+ * then word 1).  depth_: as on x86_64, the owner's push reads the top's
+ * word 1 untested, push_here tests for a 0 first. */
 struct pcm_arch_rseq_push_args {
     pcm_word_t *slot0; /* 0 */
     unsigned who;      /* 4: the owner, or the number of CPUs */
     pcm_word_t mark;   /* 8 */
 };
 
-#define pcm_arch_rseq_push_if(jump_, slot0_, off_, who_, obj_, mark_, miss, full, aborted)      \
+#define pcm_arch_rseq_push_if(jump_, depth_, slot0_, off_, who_, obj_, mark_, miss, full, aborted) \
     do {                                                                                        \
         const struct pcm_arch_rseq_push_args pcm_args_ = {(slot0_), (unsigned)(who_), (mark_)}; \
         __asm__ goto(PCM_RSEQ_DESCRIPTOR                                                        \
@@ -117,11 +121,8 @@ struct pcm_arch_rseq_push_args {
                      "addl 0(%[args]), %%eax\n\t"                                               \
                      "movl (%%eax), %%ecx\n\t"                                                  \
                      "movl %%ecx, (%[object])\n\t" /* obj->next = top: obj is still ours */     \
-                     "testl %%ecx, %%ecx\n\t"                                                   \
-                     "jz 7f\n\t"                                                                \
-                     "movl 4(%%ecx), %%ecx\n\t"                                                 \
-                     "andl $0xfff, %%ecx\n\t" /* depth: PCM_DEPTH_BITS == 12 */                 \
-                     "7: cmpl %c[limit](%%eax), %%ecx\n\t" /* not yet ready: 0 */               \
+                     depth_ /* the top's depth into ecx */                                      \
+                     "cmpl %c[limit](%%eax), %%ecx\n\t" /* not yet ready: 0 */                  \
                      "jae %l[" #full "]\n\t"                                                    \
                      "incl %%ecx\n\t"                                                           \
                      "addl 8(%[args]), %%ecx\n\t"                                               \
@@ -138,11 +139,15 @@ struct pcm_arch_rseq_push_args {
                      : "eax", "ecx", "memory", "cc"                                             \
                      : miss, full, aborted);                                                    \
     } while (0)
-/* The two checks of the CPU (see arch/x86_64/arch_rseq.h). */
+/* The two checks of the CPU (see arch/x86_64/arch_rseq.h), and the two
+ * reads of the depth (PCM_DEPTH_BITS == 12). */
+#define PCM_RSEQ_TOP_DEPTH "movl 4(%%ecx), %%ecx\n\tandl $0xfff, %%ecx\n\t"
+#define PCM_RSEQ_TOP_DEPTH_OR_0 "testl %%ecx, %%ecx\n\tjz 7f\n\t" PCM_RSEQ_TOP_DEPTH "7:\n\t"
 #define pcm_arch_rseq_push(slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)       \
-    pcm_arch_rseq_push_if("jne", slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
+    pcm_arch_rseq_push_if("jne", PCM_RSEQ_TOP_DEPTH, slot0_, off_, owner_, obj_, mark_, other_cpu, full, aborted)
 #define pcm_arch_rseq_push_here(slot0_, off_, cpus_, obj_, mark_, no_cpu, full, aborted)      \
-    pcm_arch_rseq_push_if("jae", slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, aborted)
+    pcm_arch_rseq_push_if("jae", PCM_RSEQ_TOP_DEPTH_OR_0, slot0_, off_, *(cpus_), obj_, mark_, no_cpu, full, \
+                          aborted)
 
 /* C: as in arch/x86_64/arch_rseq.h (take all). */
 static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, unsigned owner)
@@ -159,7 +164,9 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
         "cmpl $0, %c[limit](%%eax)\n\t" /* stopped (a drain): empty */
         "je 5f\n\t"
         "movl (%%eax), %[chain]\n\t"
-        "movl $0, (%%eax)\n\t" /* commit */
+        "cmpl %%eax, %[chain]\n\t" /* the slot's own address: empty */
+        "je 5f\n\t"
+        "movl %%eax, (%%eax)\n\t" /* commit: empty */
         "2:\n\t"
         ".pushsection __rseq_failure, \"ax\"\n\t"
         PCM_RSEQ_SIGNATURE
@@ -186,7 +193,7 @@ static inline void *pcm_arch_rseq_take_all(pcm_word_t *slot0, ptrdiff_t off, uns
                  "jne %l[" #refused "]\n\t"                                                     \
                  "shll %[shift], %%eax\n\t"                                                     \
                  "addl %[slot], %%eax\n\t"                                                      \
-                 "cmpl $0, (%%eax)\n\t"                                                         \
+                 "cmpl %%eax, (%%eax)\n\t" /* empty: its own address */                         \
                  "jne %l[" #refused "]\n\t"                                                     \
                  "movl %[chain], (%%eax)\n\t" /* commit */                                      \
                  "2:\n\t"                                                                       \
