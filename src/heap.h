@@ -208,14 +208,14 @@ static inline unsigned pcm_heap_index(const struct pcm_heap *h)
 /*
  * Where a chain of free objects ends.  Everywhere 0, except on the rseq
  * path of an arch whose sections end a per-CPU list at its own slot
- * (arch_rseq.h: PCM_ARCH_RSEQ_LISTS_END_AT_SLOT, x86_64): there an empty
- * cache or outgoing list of a ready heap holds its slot's address, and
- * the bottom object of one links there, so the free's push reads the
- * top's depth with no test for an empty list.  Set before the first
- * segment is made (fast_path.c), with every ready heap's lists made so
- * (pcm_heaps_end_lists_at_slots); a heap made ready later gets them so
- * before its limits open (heap.c).  Every walk of a chain that came from
- * a list, or may go into one, stops at pcm_chain_more.
+ * (arch_rseq.h: PCM_ARCH_RSEQ_LISTS_END_AT_SLOT, x86_64 and i386): there
+ * an empty cache or outgoing list of a ready heap holds its slot's
+ * address, and the bottom object of one links there, so the free's push
+ * reads the top's depth with no test for an empty list.  Set before
+ * the first segment is made (fast_path.c), with every ready heap's lists
+ * made so (pcm_heaps_end_lists_at_slots); a heap made ready later gets
+ * them so before its limits open (heap.c).  Every walk of a chain that
+ * came from a list, or may go into one, stops at pcm_chain_more.
  */
 extern bool pcm_lists_end_at_slots __attribute__((visibility("hidden")));
 void pcm_heaps_end_lists_at_slots(void);

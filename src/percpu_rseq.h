@@ -49,13 +49,16 @@
  * where slot0 is CPU 0's slot of the class, slot n lies n * PCM_RSEQ_STRIDE
  * bytes above it, and off is the rseq area's offset from the thread
  * pointer (glibc's __rseq_offset).  An arch that defines
- * PCM_ARCH_RSEQ_LISTS_END_AT_SLOT (x86_64) keeps an empty list of a
+ * PCM_ARCH_RSEQ_LISTS_END_AT_SLOT (x86_64, i386) keeps an empty list of a
  * ready heap as its slot's own address, and a list's bottom object links
  * there (heap.h: pcm_chain_more): its pop finds a list empty at that
  * address, its take-all leaves it there, its put-if-empty looks for it,
  * and its push on the owner's CPU reads the top's depth untested (the
- * slot's next word, the pair's tag half, reads 0).  Elsewhere an empty
- * list is 0.  "owner" operations act only when the
+ * slot's next word, the pair's tag half, reads 0).  That needs a section
+ * that reads an open limit to read the slot's address after it, which
+ * x86's ordered loads give; arm64's sections load the two unordered, and
+ * a heap made ready from another CPU could show them an open limit and
+ * its slot still 0, so there an empty list stays 0.  "owner" operations act only when the
  * thread runs on CPU `owner`, so callers can say whose objects they push.
  * The generic arch has none (PCM_ARCH_RSEQ undefined): CAS path only; nor
  * has the hardened build of any arch.
