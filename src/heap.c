@@ -136,7 +136,9 @@ bool pcm_lists_end_at_slots;
 
 /* Every empty list of h holds its slot's address (heap.h).  Before its
  * limits open: a section that reads an open limit reads its slot after
- * it (x86_64: loads keep their order, and so do these stores). */
+ * it (x86: loads keep their order), so these stores are ordered before
+ * the limits' (the fence; on x86 it only keeps the compiler from moving
+ * them). */
 static void end_lists_at_slots(struct pcm_heap *h)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
@@ -145,6 +147,7 @@ static void end_lists_at_slots(struct pcm_heap *h)
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
         if (!pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
             pcm_store_relaxed(&h->outgoing[c].cache.half.ptr, (pcm_word_t)&h->outgoing[c].cache.half.ptr);
+    pcm_fence_release();
 }
 
 void pcm_heaps_end_lists_at_slots(void)
