@@ -16,7 +16,10 @@
  * top it saw (whose depth it reads from the stack's hint, which each push
  * sets after its CAS: never from the top object, which a drain may have
  * taken and its segment unmapped since: remote.c), and linking the
- * chain's last object to that top.
+ * chain's last object to that top - or, onto an empty class stack, to
+ * where the owner's cache of the class ends (heap.h: pcm_heap_list_end;
+ * 0 unless the rseq lists end at their slot), so that the chain is
+ * already ended right when a refill takes it as the cache.
  * The depths are exact when pushes do not overlap.  Pushes that overlap
  * may read a hint that another's CAS has made old, or store one over a
  * newer; and a top taken that came back to the top between the pusher's
