@@ -482,9 +482,9 @@ void pcm_chain_mark_depths(void *chain, unsigned count, pcm_word_t top);
 void pcm_heap_return_locked(struct pcm_heap *h, void *obj);
 /* The same for every object of a chain linked by word 0 (up to its end:
  * pcm_chain_more), each already carrying the free mark (free_mark.h) as
- * cached and remotely freed objects do; how many went to h's spans.  Objects of
- * other heaps' spans (an rseq cache holds any heap's) go onto their
- * owners' remote queues instead. */
+ * cached and remotely freed objects do; how many went to h's spans.
+ * Objects of other heaps' spans (an rseq cache holds any heap's) go onto
+ * their owners' remote queues instead. */
 size_t pcm_heap_return_chain_locked(struct pcm_heap *h, void *chain);
 /* The same for the first n objects of chain only; the rest of it (NULL:
  * none). */

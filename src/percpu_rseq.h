@@ -58,8 +58,9 @@
  * that reads an open limit to read the slot's address after it, which
  * x86's ordered loads give; arm64's sections load the two unordered, and
  * a heap made ready from another CPU could show them an open limit and
- * its slot still 0, so there an empty list stays 0.  "owner" operations act only when the
- * thread runs on CPU `owner`, so callers can say whose objects they push.
+ * its slot still 0, so there an empty list stays 0.  "owner" operations
+ * act only when the thread runs on CPU `owner`, so callers can say whose
+ * objects they push.
  * The generic arch has none (PCM_ARCH_RSEQ undefined): CAS path only; nor
  * has the hardened build of any arch.
  */
