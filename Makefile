@@ -142,9 +142,9 @@ $(BUILD)/obj/src/api_names.o: src/api.c $(HEADERS) | $(NEED_DEPS)
 # No unwind tables in the library: nothing unwinds through its C frames,
 # and .eh_frame would be resident in every process (the kernel maps the
 # library's read-only pages whole).  A sanitizer's variant keeps them.
+$(LIB_OBJ): LIB_CFLAGS += $(if $(findstring -fsanitize,$(EXTRA_CFLAGS)),,-fno-asynchronous-unwind-tables -fno-unwind-tables)
 # operator new hands a failure on to the C++ runtime's, which may throw
 # through it: its frames need unwind tables on every target.
-$(LIB_OBJ): LIB_CFLAGS += $(if $(findstring -fsanitize,$(EXTRA_CFLAGS)),,-fno-asynchronous-unwind-tables -fno-unwind-tables)
 $(BUILD)/obj/src/preload_cxx.o: LIB_CFLAGS += -fexceptions
 
 $(BUILD)/libpcmalloc.so: $(LIB_OBJ)

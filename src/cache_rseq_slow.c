@@ -413,7 +413,7 @@ static bool anything_listed(struct pcm_heap *h)
 static void *take_stopped(volatile pcm_pair_t *list)
 {
     void *chain = (void *)pcm_load_relaxed(&list->half.ptr);
-    pcm_store_relaxed(&list->half.ptr, pcm_lists_end_at_slots ? (pcm_word_t)&list->half.ptr : 0);
+    pcm_store_relaxed(&list->half.ptr, pcm_list_end(list));
     return pcm_chain_more(chain) ? chain : NULL;
 }
 

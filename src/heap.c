@@ -139,14 +139,18 @@ bool pcm_lists_end_at_slots;
  * it (x86: loads keep their order), so these stores are ordered before
  * the limits' (the fence; on x86 it only keeps the compiler from moving
  * them). */
+static void end_list_at_slot(volatile pcm_pair_t *list)
+{
+    if (!pcm_load_relaxed(&list->half.ptr))
+        pcm_store_relaxed(&list->half.ptr, pcm_list_end(list));
+}
+
 static void end_lists_at_slots(struct pcm_heap *h)
 {
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++)
-        if (!pcm_load_relaxed(&h->bins[c].cache.half.ptr))
-            pcm_store_relaxed(&h->bins[c].cache.half.ptr, (pcm_word_t)&h->bins[c].cache.half.ptr);
+        end_list_at_slot(&h->bins[c].cache);
     for (unsigned c = 0; c < PCM_OUTGOING_CLASSES; c++)
-        if (!pcm_load_relaxed(&h->outgoing[c].cache.half.ptr))
-            pcm_store_relaxed(&h->outgoing[c].cache.half.ptr, (pcm_word_t)&h->outgoing[c].cache.half.ptr);
+        end_list_at_slot(&h->outgoing[c].cache);
     pcm_fence_release();
 }
 

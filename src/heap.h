@@ -232,11 +232,17 @@ static inline bool pcm_chain_more(const void *p)
     return p && !pcm_in_heaps(p);
 }
 
-/* The end for a chain that is to become h's cache of class cls whole
- * (the link of its bottom object). */
+/* What the list holds when empty, and so where a chain that is to become
+ * it whole ends (the link of its bottom object). */
+static inline pcm_word_t pcm_list_end(const volatile pcm_pair_t *list)
+{
+    return pcm_lists_end_at_slots ? (pcm_word_t)&list->half.ptr : 0;
+}
+
+/* The same for h's cache of class cls. */
 static inline pcm_word_t pcm_heap_list_end(struct pcm_heap *h, unsigned cls)
 {
-    return pcm_lists_end_at_slots ? (pcm_word_t)&h->bins[cls].cache.half.ptr : 0;
+    return pcm_list_end(&h->bins[cls].cache);
 }
 
 /* Whether the list holds an object: a hint, read without its owner's

@@ -274,10 +274,11 @@ static bool every_list_ends_at_its_slot(const char *when)
 }
 #endif
 
-/* On x86_64 an empty list holds its slot's address and a list's bottom
- * object links there (heap.h: pcm_chain_more): after refills, flushes,
- * frees on another CPU (outgoing lists, remote stacks taken whole into a
- * cache) and a trim, no list of a ready heap holds a 0 or ends in one. */
+/* On x86_64 and i386 an empty list holds its slot's address and a list's
+ * bottom object links there (heap.h: pcm_chain_more): after refills,
+ * flushes, frees on another CPU (outgoing lists, remote stacks taken whole
+ * into a cache) and a trim, no list of a ready heap holds a 0 or ends in
+ * one. */
 PCM_TEST(rseq_lists_end_at_their_slot)
 {
 #ifdef PCM_ARCH_RSEQ_LISTS_END_AT_SLOT
