@@ -32,6 +32,7 @@ class Cell:
     high: float = 0.0
     rss_low: float = 0.0  # the same of their peak RSS
     rss_high: float = 0.0
+    sleeps: float = 0.0  # median voluntary context switches a run (measure.Outcome)
     detail: str = ""
     time_ratio: float | None = None
     rss_ratio: float | None = None
@@ -76,6 +77,7 @@ def _cell(runs):
         cell.low, cell.high = min(values), max(values)
         cell.spread = (cell.high - cell.low) / cell.value if cell.value else 0.0
         cell.rss_low, cell.rss_high = min(r["maxrss_kb"] for r in good), max(r["maxrss_kb"] for r in good)
+        cell.sleeps = statistics.median(r.get("sleeps", 0) for r in good)
     return cell
 
 

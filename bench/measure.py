@@ -1,6 +1,7 @@
 """bench/measure.py - one run of one benchmark program under one allocator:
 start it through bench/spawn (which sets LD_PRELOAD for the program only,
-pins it if asked, and reports its exit and its own peak RSS from wait4),
+pins it if asked, and reports its exit, its own peak RSS and its
+voluntary context switches from wait4),
 kill it past a time limit, and read its result line.
 
 Whatever the program does - crash, hang, print garbage, report a corrupt
@@ -37,6 +38,7 @@ class Outcome:
     checksum: str = ""
     wall_s: float = 0.0
     maxrss_kb: int = 0
+    sleeps: int = 0  # voluntary context switches of the process (wait4's ru_nvcsw)
     detail: str = ""  # for a failure: what happened, for the report
     measures: str = ""  # "key=value ..." from a measures: line, if any
 
@@ -98,13 +100,14 @@ def run(spawn, argv, preload=None, timeout_s=120.0, pin_cpu=None, extra_env=None
         outcome.status = "timeout"
         outcome.detail = f"killed after {timeout_s:.0f} s"
         return outcome
-    if len(report) != 6:
+    if len(report) != 8:
         outcome.status = "exit"
         outcome.detail = f"the launcher failed (status {process.returncode}): {_tail(stderr)}"
         return outcome
     how, number = report[0], int(report[1])
     outcome.maxrss_kb = int(report[3])
     outcome.wall_s = float(report[5])
+    outcome.sleeps = int(report[7])
     if how == "signal":
         try:
             name = signal.Signals(number).name

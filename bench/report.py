@@ -15,8 +15,16 @@ import statistics
 import aggregate
 from allocators import environment_text
 
+# A median of at least this many voluntary context switches a run, and
+# SLEEPS_APART times another allocator's in the same column of a threaded
+# benchmark, puts the table of them under its throughput table: an allocator
+# whose threads sleep where another's do not (waits every allocator has, as
+# larson's barriers at 16 threads, are left out).
+SLEEPS_SHOWN = 100
+SLEEPS_APART = 4
+
 CSV_FIELDS = ["repetition", "benchmark", "threads", "pinned", "allocator", "status", "metric",
-              "value", "unit", "checksum", "maxrss_kb", "wall_s", "args", "detail", "measures"]
+              "value", "unit", "checksum", "maxrss_kb", "wall_s", "sleeps", "args", "detail", "measures"]
 
 
 class RunLog:
@@ -354,8 +362,34 @@ class Report:
             if any(cells):
                 self._out(f"| {a.name} | " + " | ".join(cells) + f" | {rss} |")
         self._out("")
+        self._sleeps(benchmark, keys)
         self._measures(benchmark, "the 1-thread runs, ")
         self._image(benchmark.name, benchmark.title)
+
+    def _sleeps(self, benchmark, keys):
+        """Voluntary context switches a run by thread setting, where one
+        allocator's threads slept far more than another's (SLEEPS_SHOWN): a
+        thread waiting on a lock (or, in xmalloc, for its queue) sleeps, and
+        while it does the others run alone, which in a benchmark whose threads
+        contend for a structure of their own (lifo's stack) is faster than
+        running together."""
+        columns = [self.tables.get((benchmark.name, *key), {}) for key in keys]
+
+        def apart(column):
+            medians = [c.sleeps for c in column.values() if c.ok]
+            return medians and max(medians) >= SLEEPS_SHOWN and max(medians) >= SLEEPS_APART * min(medians)
+        if not any(apart(column) for column in columns):
+            return
+        self._out("Voluntary context switches a run (median): each is a thread that slept, waiting "
+                  "on a lock or for work; meanwhile the others ran alone:", "",
+                  "| allocator | " + " | ".join(_config_label(*k) for k in keys) + " |",
+                  "|---|" + "---|" * len(keys))
+        for a in self.allocators:
+            cells = [f"{c.sleeps:.0f}" if c is not None and c.ok else ""
+                     for c in (column.get(a.name) for column in columns)]
+            if any(cells):
+                self._out(f"| {a.name} | " + " | ".join(cells) + " |")
+        self._out("")
 
     def _fastpath(self, number):
         sizes = list(self.fastpath)
@@ -408,6 +442,13 @@ class Report:
             "- Peak RSS is the kernel's maximum resident set size of the process (wait4's "
             "rusage), benchmark data included: compare allocators, not absolute values.",
             "- `spread` is (max - min) / median over the repetitions: the noise of this machine.",
+            "- Voluntary context switches (wait4's rusage), tabled under a threaded benchmark "
+            f"where an allocator's median reached {SLEEPS_SHOWN} a run and {SLEEPS_APART} times "
+            "another's in the same column: each is a thread that "
+            "slept on a lock or waiting for work. Where threads contend for one structure of the "
+            "benchmark's own (lifo's stack), an allocator whose locks put them to sleep lets the "
+            "others run alone, which is faster than running together: a win there can be a "
+            "convoy, not speed.",
             "- ≈ beside a ratio at a glance: the runs of pcmalloc and of the best peer overlap (the "
             "range from each one's slowest run to its fastest meets the other's), so a rerun could "
             "put them in the other order; the ratio of medians alone does not show that. Beside "

@@ -13,7 +13,9 @@
  * CPU is a CPU number to pin the child to, or - for none. The child gets
  * LD_PRELOAD from BENCH_CHILD_PRELOAD (unset or empty: no preload), so this
  * launcher itself never runs with the allocator under test. The report is
- * one line: "exit N maxrss_kb K wall_s S" or "signal N maxrss_kb K wall_s S".
+ * one line: "exit N maxrss_kb K wall_s S sleeps W" or "signal N ..." with
+ * the same fields; W is the child's voluntary context switches (its threads
+ * waiting: on a lock, a condition, a page the kernel had to read).
  * Never allocates after the fork in the child (only async-signal-safe calls
  * between fork and exec).
  */
@@ -82,6 +84,6 @@ int main(int argc, char **argv)
         fprintf(report, "signal %d", WTERMSIG(status));
     else
         fprintf(report, "exit %d", WEXITSTATUS(status));
-    fprintf(report, " maxrss_kb %ld wall_s %.6f\n", usage.ru_maxrss, wall);
+    fprintf(report, " maxrss_kb %ld wall_s %.6f sleeps %ld\n", usage.ru_maxrss, wall, usage.ru_nvcsw);
     return fclose(report) == 0 ? 0 : 2;
 }

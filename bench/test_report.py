@@ -30,11 +30,12 @@ ALLOCATORS = [Allocator("pcmalloc", "/new/lib.so", False, "test"),
               Allocator("mimalloc", "/usr/lib/libmimalloc.so.2", True, "2.0")]
 
 
-def _record(allocator, threads, value, measures, status="ok", pinned=False, repetition=1):
-    return {"repetition": repetition, "benchmark": "larson", "threads": threads, "pinned": pinned,
+def _record(allocator, threads, value, measures, status="ok", pinned=False, repetition=1,
+            benchmark="larson", sleeps=5):
+    return {"repetition": repetition, "benchmark": benchmark, "threads": threads, "pinned": pinned,
             "allocator": allocator, "status": status, "metric": "throughput", "value": value,
             "unit": "ops/s", "checksum": "0" * 16, "maxrss_kb": 2000, "wall_s": 1.0,
-            "args": "ops=1", "detail": "", "measures": measures}
+            "sleeps": sleeps, "args": "ops=1", "detail": "", "measures": measures}
 
 
 def _rounds(fastest, median, slowest):
@@ -64,20 +65,25 @@ class Measures(unittest.TestCase):
         self.assertNotIn(("larson", "glibc"), found)
 
 
+def _threaded_report(names, records):
+    """results.md's text for the threaded benchmarks `names` from `records`."""
+    benchmarks = [b for b in suite.BENCHMARKS if b.name in names]
+    tables = aggregate.tables(records, ALLOCATORS)
+    settings = SimpleNamespace(
+        quick=True, repetitions=3, elapsed_s=6.0, load_start=0.0, load_end=0.0,
+        skipped_allocators=[], pinned_threads=4, fastpath_args=["pairs=10"],
+        fastpath_overhead=1.0, configs=lambda b: [(1, False), (2, False), (1, True)],
+        argv=lambda b, t: [f"threads={t}", "ops=1"])
+    written = report.Report(settings, [("CPU", "test")], ALLOCATORS, benchmarks, tables,
+                            lambda column: aggregate.best_peer(column, ALLOCATORS), {}, {}, [],
+                            set(), aggregate.measures(records))
+    return test_support.report_text(written)
+
+
 class ThreadedBenchmarkShowsMeasures(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        larson = next(b for b in suite.BENCHMARKS if b.name == "larson")
-        tables = aggregate.tables(RECORDS, ALLOCATORS)
-        settings = SimpleNamespace(
-            quick=True, repetitions=3, elapsed_s=6.0, load_start=0.0, load_end=0.0,
-            skipped_allocators=[], pinned_threads=4, fastpath_args=["pairs=10"],
-            fastpath_overhead=1.0, configs=lambda b: [(1, False), (2, False), (1, True)],
-            argv=lambda b, t: [f"threads={t}", "ops=1"])
-        written = report.Report(settings, [("CPU", "test")], ALLOCATORS, [larson], tables,
-                                lambda column: aggregate.best_peer(column, ALLOCATORS), {}, {}, [],
-                                set(), aggregate.measures(RECORDS))
-        cls.text = test_support.report_text(written)
+        cls.text = _threaded_report({"larson"}, RECORDS)
 
     def _line(self, start):
         return test_support.one_line(self, self.text, start)
@@ -96,6 +102,59 @@ class ThreadedBenchmarkShowsMeasures(unittest.TestCase):
 
     def test_measures_follow_the_throughput_table(self):
         self.assertLess(self.text.index("Throughput in million"), self.text.index("The program's own measures"))
+
+
+def _lifo(allocator, threads, sleeps, repetition, pinned=False):
+    return _record(allocator, threads, 1e7, "", benchmark="lifo", sleeps=sleeps,
+                   repetition=repetition, pinned=pinned)
+
+
+# glibc's threads sleep on its locks at 2 threads (medians: 5000, 8), the
+# others' hardly; a failed run's sleeps are left out like its throughput.
+SLEEPY = [_lifo(a, t, s, r) for a, per_thread in
+          (("pcmalloc", {1: (4, 5, 6), 2: (5, 7, 6)}), ("glibc", {1: (4, 4, 4), 2: (4000, 5000, 9000)}),
+           ("mimalloc", {1: (5, 5, 5), 2: (6, 6, 6)}))
+          for t, values in per_thread.items() for r, s in enumerate(values, 1)]
+SLEEPY += [_lifo(a, 1, 3, r, pinned=True) for a in ("pcmalloc", "glibc", "mimalloc") for r in (1, 2, 3)]
+SLEEPY.append(dict(_lifo("mimalloc", 2, 99999, 4), status="crash"))
+# The same with every figure cut to one below the bound, as larson's runs.
+QUIET = [dict(r, benchmark="larson", sleeps=min(r["sleeps"], report.SLEEPS_SHOWN - 1)) for r in SLEEPY]
+
+
+class SleepsTable(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.text = _threaded_report({"lifo"}, SLEEPY)
+
+    def _line(self, start):
+        return test_support.one_line(self, self.text, start)
+
+    def test_medians_by_thread_setting_of_the_runs_that_went_well(self):
+        self.assertIn("\n| allocator | 1 | 2 | 1 pinned |\n", self.text)
+        self.assertEqual(self._line("| glibc | 4 | 5000"), "| glibc | 4 | 5000 | 3 |")
+        self.assertEqual(self._line("| pcmalloc | 5 | 6"), "| pcmalloc | 5 | 6 | 3 |")
+        # the crashed run fails mimalloc's 2-thread cell: no figure there
+        self.assertEqual(self._line("| mimalloc | 5 |"), "| mimalloc | 5 |  | 3 |")
+
+    def test_between_the_throughput_table_and_the_measures(self):
+        sleepy_larson = [dict(r, sleeps=500) if r["allocator"] == "pcmalloc" else r for r in RECORDS]
+        text = _threaded_report({"larson"}, sleepy_larson)
+        sleeps = text.index("Voluntary context switches a run (median)")
+        self.assertLess(text.index("Throughput in million"), sleeps)
+        self.assertLess(sleeps, text.index("The program's own measures"))
+
+    def test_left_out_where_no_median_reaches_the_bound(self):
+        quiet = _threaded_report({"larson"}, QUIET)
+        self.assertIn("Throughput in million", quiet)
+        self.assertNotIn("Voluntary context switches a run", quiet)
+
+    def test_left_out_where_every_allocator_sleeps_alike(self):
+        # as at larson's barriers: glibc's 5000 against the others' 1300 (medians)
+        alike = [dict(r, benchmark="larson", sleeps=max(r["sleeps"], 1300)) for r in SLEEPY]
+        self.assertNotIn("Voluntary context switches a run", _threaded_report({"larson"}, alike))
+        # 1250 would be four times short of 5000: shown
+        apart = [dict(r, benchmark="larson", sleeps=max(r["sleeps"], 1250)) for r in SLEEPY]
+        self.assertIn("Voluntary context switches a run", _threaded_report({"larson"}, apart))
 
 
 if __name__ == "__main__":
