@@ -57,6 +57,23 @@ BENCHMARKS = [
         "Time of all rounds; lower is better.",
         False, {"rounds": 2000, "between": 1}, {"rounds": 200, "between": 1}),
     Benchmark(
+        "realloc_doubling", "realloc_grow", "realloc(p, size += 4096): rounds of 350 to 2800 steps",
+        "Workload 2's growth with its length: rounds of 350 steps as in realloc_grow, then of "
+        "700, 1400 and 2800 (each length half the bytes of the first, after one untimed round). "
+        "Time of all timed rounds; lower is better. The measures table gives the microseconds a "
+        "round at each length and the ratio of each doubling: 2 when a round's time grows "
+        "linearly with its steps, 4 when it grows with their square (a copy of the buffer at "
+        "every step). A buffer that outgrows a cache raises it for every allocator (350 steps "
+        "make 1.4 MB).",
+        False, {"rounds": 1000, "between": 0, "doublings": 3},
+        {"rounds": 200, "between": 0, "doublings": 3}),
+    Benchmark(
+        "realloc_doubling_between", "realloc_grow",
+        "realloc(p, size += 4096), a small malloc between steps: rounds of 350 to 2800 steps",
+        "As realloc_doubling, with realloc_grow_between's small allocation after every step.",
+        False, {"rounds": 1000, "between": 1, "doublings": 3},
+        {"rounds": 200, "between": 1, "doublings": 3}),
+    Benchmark(
         "list", "list", "Linked list of 10 million 24-byte nodes",
         "Workload 3: 10 million nodes of 24 bytes, one malloc each, built, walked and freed. "
         "Time; lower is better. Peak RSS shows each allocator's cost per 24-byte object. The "
