@@ -12,6 +12,7 @@
 #include "init.h"
 #include "large_cache.h"
 #include "os.h"
+#include "purge_thread.h"
 #include "segment.h"
 
 /* Milliseconds of CLOCK_MONOTONIC at the last tick, at the last tick of
@@ -74,15 +75,11 @@ static void large_cache_tick(pcm_word_t now, pcm_word_t called)
     errno = saved_errno;
 }
 
-void pcm_decay_maybe(void)
+/* The ticks due at `now`, the last slow path of the program's having
+ * begun at `called`. */
+static void run_ticks(pcm_word_t now, pcm_word_t called)
 {
-    pcm_word_t now = now_ms();
     pcm_word_t delay = pcm_opts.purge_delay_ms;
-    /* Stored only when it changed: at most once a millisecond, so the
-     * line is not bounced between CPUs on every refill and flush. */
-    pcm_word_t called = pcm_load_relaxed(&last_call_ms);
-    if (called != now)
-        pcm_store_relaxed(&last_call_ms, now);
     large_cache_tick(now, called);
     /* Quiet: no slow path ran for a whole period before this one.  Every
      * change to the spans, the segments' pages and the large cache is made
@@ -126,6 +123,24 @@ void pcm_decay_maybe(void)
         pcm_heap_unlock(h);
     }
     errno = saved_errno;
+}
+
+void pcm_decay_maybe(void)
+{
+    pcm_purge_thread_maybe_start();
+    pcm_word_t now = now_ms();
+    /* Stored only when it changed: at most once a millisecond, so the
+     * line is not bounced between CPUs on every refill and flush. */
+    pcm_word_t called = pcm_load_relaxed(&last_call_ms);
+    if (called != now)
+        pcm_store_relaxed(&last_call_ms, now);
+    run_ticks(now, called);
+}
+
+void pcm_decay_background(void)
+{
+    /* Not a call of the program's: the time of its last one stays. */
+    run_ticks(now_ms(), pcm_load_relaxed(&last_call_ms));
 }
 
 /* ---- the memory of a CPU a thread left (decay.h: pcm_decay_reclaim) ---- */

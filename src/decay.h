@@ -1,23 +1,24 @@
 /*
  * decay.h - memory that stayed free goes back to the OS after
- * PCMALLOC_PURGE_DELAY milliseconds, without a background thread: every
- * refill and flush and every large allocation and free call
+ * PCMALLOC_PURGE_DELAY milliseconds, with no thread of its own by default:
+ * every refill and flush and every large allocation and free call
  * pcm_decay_maybe first, and once per delay one of them runs a tick over
- * every heap whose lock it can take; the large cache (large_cache.h) has
- * a tick of its own, once per PCMALLOC_LARGE_CACHE_DELAY (shorter by
+ * every heap whose lock it can take; the large cache (large_cache.h) has a
+ * tick of its own, once per PCMALLOC_LARGE_CACHE_DELAY (shorter by
  * default: a buffer reused in a loop is taken again at once).  A page is
  * decommitted at the first tick that finds it free (in no span) and
  * touched, as the tick before did (pcm_segment_decay) - so it stayed free
  * for at least one period, at most two; so is a cached large mapping (of
  * its tick's periods), and so are the free pages of a span still in use
- * that nothing was cut from or given back to since the tick before.
- * After a quiet period - no such call for a whole delay - all of that goes
- * back at the first call, since nothing can have changed meanwhile.  A
- * heap with no refill and no flush for a whole period has its CPU's
- * caches emptied into their spans first (pcm_decay_drain_caches_locked),
- * so a CPU no thread uses any more does not keep their spans.  A program
- * that stops calling malloc and free keeps its pages until malloc_trim(0)
- * or its next slow path.
+ * that nothing was cut from or given back to since the tick before.  After
+ * a quiet period - no such call for a whole delay - all of that goes back
+ * at the first call, since nothing can have changed meanwhile.  A heap
+ * with no refill and no flush for a whole period has its CPU's caches
+ * emptied into their spans first (pcm_decay_drain_caches_locked), so a CPU
+ * no thread uses any more does not keep their spans.  A program that stops
+ * calling malloc and free keeps its pages until malloc_trim(0) or its next
+ * slow path - unless PCMALLOC_PURGE_THREAD=1 runs the ticks on a thread of
+ * their own as well (purge_thread.h).
  */
 #ifndef PCM_DECAY_H
 #define PCM_DECAY_H
@@ -33,6 +34,10 @@ struct pcm_heap;
  * or the large cache (refill, flush, large malloc and free).  errno is
  * left as it was. */
 void pcm_decay_maybe(void);
+
+/* The same ticks from the purge thread (purge_thread.h): not a call of
+ * the program's, so a quiet period goes on through it. */
+void pcm_decay_background(void);
 
 /* Ticks run since start-up (tests). */
 extern volatile pcm_word_t pcm_decay_ticks __attribute__((visibility("hidden")));

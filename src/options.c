@@ -66,6 +66,7 @@ static const struct pcm_option_spec pcm_option_table[] = {
     PCM_OPTION_UNSIGNED("PCMALLOC_LARGE_CACHE",  large_cache_mib, 64,     0,   4095),
     PCM_OPTION_UNSIGNED("PCMALLOC_LARGE_CACHE_DELAY", large_cache_delay_ms, 50, 0, 3600000),
     PCM_OPTION_BOOL(    "PCMALLOC_HUGEPAGES",    hugepages,      0),
+    PCM_OPTION_BOOL(    "PCMALLOC_PURGE_THREAD", purge_thread,   0),
 };
 
 static void pcm_option_store(struct pcm_options *out, const struct pcm_option_spec *spec,

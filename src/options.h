@@ -29,6 +29,7 @@ struct pcm_options {
     unsigned large_cache_mib;  /* PCMALLOC_LARGE_CACHE: MiB of freed large mappings kept */
     unsigned large_cache_delay_ms; /* PCMALLOC_LARGE_CACHE_DELAY: ms a cached one waits for reuse */
     bool hugepages;            /* PCMALLOC_HUGEPAGES: 0/1, transparent huge pages for segments */
+    bool purge_thread;         /* PCMALLOC_PURGE_THREAD: 0/1, decay's ticks on a thread of their own */
 };
 
 /*

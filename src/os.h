@@ -151,6 +151,17 @@ unsigned pcm_os_parse_cpu_list(const char *text, size_t len);
  * it); registers on the first call. */
 bool pcm_os_rseq_fence(unsigned cpu);
 
+/* A thread of pcmalloc's own (os_linux_thread.c): starts body() in a new
+ * detached thread named `name` (15 characters at most), with every signal
+ * the program can send blocked, so that no handler of the program's ever
+ * runs on it.  Not from inside malloc's locks, nor before the C library's
+ * constructors have run: the thread library allocates (through pcmalloc)
+ * to make it.  False if it could not be started; errno is preserved. */
+bool pcm_os_start_thread(void (*body)(void), const char *name);
+
+/* Sleeps `ms` milliseconds (on through interruptions); errno is preserved. */
+void pcm_os_sleep_ms(unsigned long ms);
+
 /* The CPU this thread is running on now (sched_getcpu(), a few ns where
  * glibc has rseq or the vDSO), or -1 if the kernel cannot say; errno is
  * then whatever sched_getcpu left.  It may be stale by the time it is

@@ -16,6 +16,7 @@
 
 #include "heap.h"
 #include "init.h"
+#include "purge_thread.h"
 #include "stats.h"
 
 #define PCM_EXPORT __attribute__((visibility("default")))
@@ -138,6 +139,13 @@ static void after_fork(void)
         pcm_heaps_unlock_all();
 }
 
+/* The child has the forking thread alone: no purge thread either. */
+static void after_fork_child(void)
+{
+    after_fork();
+    pcm_purge_thread_forked();
+}
+
 /* Linked from libpcmalloc.a, this object comes in only for a name the
  * program asks for, and malloc and free live in api.c's: a program that
  * calls malloc and free but not realloc would get glibc's realloc - and
@@ -149,7 +157,10 @@ __attribute__((visibility("hidden"))) const char pcm_preload_linked = 1;
 __attribute__((constructor)) static void pcm_preload_start(void)
 {
     pcm_ensure_init();
-    pthread_atfork(before_fork, after_fork, after_fork);
+    pthread_atfork(before_fork, after_fork, after_fork_child);
+    /* libc is ready (its constructors ran before this one): a thread of
+     * pcmalloc's may be made from here on (purge_thread.h). */
+    pcm_purge_thread_allow();
 }
 
 __attribute__((destructor)) static void pcm_preload_exit(void)

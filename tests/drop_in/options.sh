@@ -156,6 +156,36 @@ else
     fail report_program "cc could not build it"
 fi
 
+# PCMALLOC_PURGE_THREAD=1 through the preload path, fork handler included:
+# python3 gets a thread named pcmalloc-purge, and the child of its fork,
+# which inherits none, one of its own once it allocates past its caches.
+cat >"$work/purge.py" <<'PY'
+import glob, os, sys, time
+def purge_threads():
+    return sum(open(p).read().strip() == "pcmalloc-purge" for p in glob.glob("/proc/self/task/*/comm"))
+def wait_for_one():
+    for _ in range(200):
+        if purge_threads() == 1:
+            return True
+        time.sleep(0.01)
+    return False
+kept = [bytearray(200000) for _ in range(20)]
+if not wait_for_one():
+    sys.exit(2)
+pid = os.fork()
+if pid == 0:
+    kept = [bytearray(300000 - 1000 * i) for i in range(20)]
+    os._exit(0 if wait_for_one() else 3)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+PCMALLOC_PURGE_THREAD=1 LD_PRELOAD="$LIB" /usr/bin/python3 "$work/purge.py" 2>"$work/err"
+check purge_thread_in_python_and_its_fork test $? -eq 0
+PCMALLOC_PURGE_THREAD=0 LD_PRELOAD="$LIB" /usr/bin/python3 -c '
+import glob, sys
+sys.exit(any(open(p).read().strip() == "pcmalloc-purge" for p in glob.glob("/proc/self/task/*/comm")))'
+check no_purge_thread_by_default test $? -eq 0
+
 # the README shows the verbose report as it is printed
 PCMALLOC_VERBOSE=1 "$WRAPPER" true 2>"$work/err"
 check readme_verbose_options_line contains README.md "$(grep '^pcmalloc: options: ' "$work/err")"

@@ -18,6 +18,7 @@ static const char *const all_options[] = {
     "PCMALLOC_STATS", "PCMALLOC_VERBOSE",      "PCMALLOC_RSEQ",
     "PCMALLOC_CPUS",  "PCMALLOC_PURGE_DELAY",  "PCMALLOC_HARDENED", "PCMALLOC_SECURE",
     "PCMALLOC_LARGE_CACHE", "PCMALLOC_LARGE_CACHE_DELAY", "PCMALLOC_HUGEPAGES",
+    "PCMALLOC_PURGE_THREAD",
 };
 
 /* The hardened build's hardened options default to 1 (options.c). */
@@ -105,6 +106,7 @@ PCM_TEST(options_valid_values)
     setenv("PCMALLOC_LARGE_CACHE", "4095", 1);
     setenv("PCMALLOC_LARGE_CACHE_DELAY", "3600000", 1);
     setenv("PCMALLOC_HUGEPAGES", "1", 1);
+    setenv("PCMALLOC_PURGE_THREAD", "1", 1);
     struct pcm_options o;
     char err[1024];
     PCM_REQUIRE(load_capturing(&o, err, sizeof err), "cannot capture stderr");
@@ -117,6 +119,7 @@ PCM_TEST(options_valid_values)
     PCM_CHECK(o.large_cache_mib == 4095, "large cache %u MiB", o.large_cache_mib);
     PCM_CHECK(o.large_cache_delay_ms == 3600000, "large cache delay %u", o.large_cache_delay_ms);
     PCM_CHECK(o.hugepages, "hugepages");
+    PCM_CHECK(o.purge_thread, "purge thread");
 
     setenv("PCMALLOC_STATS", "json", 1);
     setenv("PCMALLOC_CPUS", "0", 1);
@@ -196,6 +199,7 @@ PCM_TEST(options_malformed_values)
     expect_rejected("PCMALLOC_HARDENED", "1 ", "1 ", HARDENED_DEFAULT, "is not 0 or 1");
     expect_rejected("PCMALLOC_SECURE", "yes", "yes", HARDENED_DEFAULT, "is not 0 or 1");
     expect_rejected("PCMALLOC_HUGEPAGES", "yes", "yes", "0", "is not 0 or 1");
+    expect_rejected("PCMALLOC_PURGE_THREAD", "2", "2", "0", "is not 0 or 1");
     /* A newline in the value must not break the one-line warning. */
     expect_rejected("PCMALLOC_HARDENED", "1\n2", "1?2", HARDENED_DEFAULT, "is not 0 or 1");
 }
@@ -259,7 +263,7 @@ PCM_TEST(options_format_names_every_option_in_force)
     const char *want = "PCMALLOC_STATS=json PCMALLOC_VERBOSE=0 PCMALLOC_RSEQ=1 PCMALLOC_CPUS=3 "
                        "PCMALLOC_PURGE_DELAY=1000 PCMALLOC_HARDENED=" HARDENED_DEFAULT
                        " PCMALLOC_SECURE=" HARDENED_DEFAULT " PCMALLOC_LARGE_CACHE=64 "
-                       "PCMALLOC_LARGE_CACHE_DELAY=50 PCMALLOC_HUGEPAGES=0";
+                       "PCMALLOC_LARGE_CACHE_DELAY=50 PCMALLOC_HUGEPAGES=0 PCMALLOC_PURGE_THREAD=0";
     PCM_CHECK(strcmp(text, want) == 0, "got \"%s\"", text);
     PCM_CHECK(len == strlen(want), "returned %zu for %zu characters", len, strlen(want));
 

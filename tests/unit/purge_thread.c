@@ -1,0 +1,267 @@
+/*
+ * tests/unit/purge_thread.c - PCMALLOC_PURGE_THREAD=1 (purge_thread.h): a
+ * program that frees a phase and then makes no call at all gets its memory
+ * back within a few purge delays; without the option the same program
+ * keeps it, since decay's ticks run only on its calls - so the test fails
+ * if the thread does nothing.  The thread is named pcmalloc-purge, has
+ * every signal a program can send blocked, is not there in a fork's child
+ * and starts again there at the child's first slow path.
+ *
+ * Each case runs in a child process of its own (the thread cannot be
+ * stopped once started), with the options set in pcm_opts directly before
+ * its first allocation, as PCMALLOC_PURGE_THREAD and PCMALLOC_PURGE_DELAY
+ * would set them.  Tests link no interposition layer (preload.c), so each
+ * child allows the thread itself, as pcmalloc's constructor does, and the
+ * fork case calls what preload.c's fork handler calls in the child
+ * (tests/drop_in/options.sh runs the real ones, in python3).  The resident
+ * set is relative to the child's at its start: under qemu-user the
+ * emulator's own memory is part of it.  Under qemu-user /proc shows the
+ * emulator's threads' signal masks, not the program's, and a thread made
+ * in the child of a multi-threaded process aborts qemu 7.2 (preload/fork.c):
+ * the mask and fork cases run where /proc shows this thread's own mask.
+ */
+#include "harness.h"
+
+#include "pcmalloc.h"
+
+#include "init.h"
+#include "purge_thread.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MIB ((size_t)1 << 20)
+#define PHASE_BYTES (64 * MIB)
+#define DELAY_MS 50u
+/* Time enough for two ticks after a quiet delay: the thread wakes every
+ * half delay, and a tick gives back everything once a delay has passed
+ * with no call of the program's. */
+#define WAIT_MS (10 * DELAY_MS)
+#define KEPT_AT_MOST (16 * MIB)
+#define WATCHDOG_S 60u
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t))
+        ;
+}
+
+/* PHASE_BYTES of small objects of mixed sizes, each written whole, then
+ * all freed; false if an allocation failed or an object changed. */
+static bool phase(void)
+{
+    size_t most = PHASE_BYTES / 64;
+    unsigned char **objects = pcm_malloc(most * sizeof *objects);
+    if (!objects)
+        return false;
+    size_t count = 0, bytes = 0;
+    uint64_t rng = pcm_test_seed() | 1;
+    bool intact = true;
+    while (bytes < PHASE_BYTES && count < most) {
+        size_t size = 64 + (size_t)(pcm_test_rand(&rng) % 961);
+        unsigned char *p = pcm_malloc(size);
+        if (!p)
+            break;
+        memset(p, (int)(count & 0xff), size);
+        objects[count++] = p;
+        bytes += size;
+    }
+    for (size_t i = 0; i < count; i++) {
+        intact &= objects[i][0] == (unsigned char)(i & 0xff);
+        pcm_free(objects[i]);
+    }
+    pcm_free(objects);
+    return intact && bytes >= PHASE_BYTES;
+}
+
+/* The task ID of this process's thread named pcmalloc-purge, 0 if none. */
+static long purge_task(void)
+{
+    DIR *tasks = opendir("/proc/self/task");
+    if (!tasks)
+        return 0;
+    long found = 0;
+    for (struct dirent *e; !found && (e = readdir(tasks));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32];
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        if (pcm_test_read_file(path, comm, sizeof comm) && strcmp(comm, "pcmalloc-purge\n") == 0)
+            found = atol(e->d_name);
+    }
+    closedir(tasks);
+    return found;
+}
+
+/* The SigBlk mask of task `tid` in /proc (all ones: unreadable). */
+static unsigned long long blocked_mask(long tid)
+{
+    char path[64], status[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+    if (!pcm_test_read_file(path, status, sizeof status))
+        return ~0ULL;
+    const char *line = strstr(status, "SigBlk:");
+    return line ? strtoull(line + 7, NULL, 16) : ~0ULL;
+}
+
+static unsigned long long bit(int signal)
+{
+    return 1ULL << (signal - 1);
+}
+
+/* Whether /proc shows this thread's own signal mask: SIGURG, blocked
+ * here, reads back as blocked and SIGUSR2 as open (under qemu-user the
+ * emulator's host thread's mask shows instead). */
+static bool native_proc(void)
+{
+    sigset_t urg;
+    sigemptyset(&urg);
+    sigaddset(&urg, SIGURG);
+    sigprocmask(SIG_BLOCK, &urg, NULL);
+    unsigned long long own = blocked_mask(getpid());
+    return (own & bit(SIGURG)) && !(own & bit(SIGUSR2));
+}
+
+enum { OK = 0, PHASE_FAILED = 2, KEPT = 3, NOT_KEPT = 4, NO_THREAD = 5, A_THREAD = 6, SIGNALS_OPEN = 7,
+       THREAD_IN_CHILD = 8, NONE_AFTER_FORK = 9, CHILD_FAILED = 10,
+       NOT_NATIVE = 11 /* the case cannot run here (native_proc) */ };
+
+/* A phase, then WAIT_MS without a call: with the thread the memory goes
+ * back, without it stays. */
+/* Start-up first (it reads the options from the environment), then the
+ * options for the case; and the thread allowed, as the constructor would. */
+static void start_up(bool purge_thread)
+{
+    pcm_ensure_init();
+    pcm_opts.purge_delay_ms = DELAY_MS;
+    pcm_opts.purge_thread = purge_thread;
+    pcm_purge_thread_allow();
+}
+
+static int quiet_after_phase(void *with_thread)
+{
+    start_up(with_thread != NULL);
+    size_t before = pcm_test_resident_bytes();
+    if (!phase())
+        return PHASE_FAILED;
+    sleep_ms(WAIT_MS);
+    size_t after = pcm_test_resident_bytes();
+    bool running = pcm_purge_thread_running() && purge_task() != 0;
+    if (!with_thread)
+        return running ? A_THREAD : after < before + PHASE_BYTES / 2 ? NOT_KEPT : OK;
+    if (!running)
+        return NO_THREAD;
+    if (after > before + KEPT_AT_MOST) {
+        fprintf(stderr, "resident %zu KiB before the phase, %zu KiB %u ms after it\n", before >> 10, after >> 10,
+                WAIT_MS);
+        return KEPT;
+    }
+    return OK;
+}
+
+static const char *const why[] = {
+    [PHASE_FAILED] = "the phase's allocations failed or its objects changed",
+    [KEPT] = "the memory stayed resident with the purge thread",
+    [NOT_KEPT] = "the memory went back without the purge thread (the test cannot tell them apart)",
+    [NO_THREAD] = "no thread named pcmalloc-purge runs",
+    [A_THREAD] = "a purge thread runs without the option",
+    [SIGNALS_OPEN] = "the purge thread does not block the program's signals",
+    [THREAD_IN_CHILD] = "the fork's child has a purge thread before any call",
+    [NONE_AFTER_FORK] = "no purge thread in the fork's child after its first slow path",
+    [CHILD_FAILED] = "the fork's child failed",
+};
+
+static void expect(int (*child)(void *), void *arg)
+{
+    struct pcm_test_child c = pcm_test_run_child(child, arg, WATCHDOG_S);
+    int status = c.exit_status;
+    if (c.ran && !c.signaled && status == NOT_NATIVE) {
+        pcm_test_printf("    not here: /proc does not show the thread's own signal mask (qemu-user)\n");
+        return;
+    }
+    PCM_CHECK(c.ran && !c.signaled && status == OK, "child: %s (signal %d, status %d) %s",
+              status > 1 && status <= CHILD_FAILED ? why[status] : "?", c.signal, status, c.text);
+}
+
+PCM_TEST(a_quiet_program_gets_its_memory_back_with_the_purge_thread)
+{
+    static int yes;
+    expect(quiet_after_phase, &yes);
+}
+
+PCM_TEST(a_quiet_program_keeps_its_memory_without_it)
+{
+    expect(quiet_after_phase, NULL);
+}
+
+static int signals_blocked(void *unused)
+{
+    (void)unused;
+    if (!native_proc())
+        return NOT_NATIVE;
+    start_up(true);
+    if (!phase())
+        return PHASE_FAILED;
+    long tid = purge_task();
+    if (!tid)
+        return NO_THREAD;
+    unsigned long long mask = blocked_mask(tid);
+    const int program_signals[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGCHLD,
+                                   SIGWINCH, SIGPROF, SIGIO, SIGRTMIN, SIGRTMAX};
+    for (size_t i = 0; i < sizeof program_signals / sizeof program_signals[0]; i++)
+        if (!(mask & bit(program_signals[i]))) {
+            fprintf(stderr, "signal %d open in the purge thread (SigBlk %llx)\n", program_signals[i], mask);
+            return SIGNALS_OPEN;
+        }
+    return OK;
+}
+
+PCM_TEST(the_purge_thread_blocks_the_programs_signals)
+{
+    expect(signals_blocked, NULL);
+}
+
+/* fork: none in the child until its first slow path, one after it. */
+static int forked_child(void)
+{
+    pcm_purge_thread_forked(); /* (preload.c's fork handler, in the child) */
+    if (purge_task() != 0)
+        return THREAD_IN_CHILD;
+    void *p = pcm_malloc(200000); /* a class of its own: a slow path */
+    pcm_free(p);
+    for (int i = 0; i < 100 && purge_task() == 0; i++) /* (it names itself once it runs) */
+        sleep_ms(10);
+    return purge_task() != 0 ? OK : NONE_AFTER_FORK;
+}
+
+static int fork_restarts_it(void *unused)
+{
+    (void)unused;
+    if (!native_proc())
+        return NOT_NATIVE;
+    start_up(true);
+    if (!phase())
+        return PHASE_FAILED;
+    if (!purge_task())
+        return NO_THREAD;
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0)
+        _exit(forked_child());
+    int status;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status))
+        return CHILD_FAILED;
+    return WEXITSTATUS(status);
+}
+
+PCM_TEST(a_forks_child_starts_its_own_purge_thread)
+{
+    expect(fork_restarts_it, NULL);
+}
