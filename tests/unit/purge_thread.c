@@ -199,17 +199,30 @@ PCM_TEST(a_quiet_program_keeps_its_memory_without_it)
     expect(quiet_after_phase, NULL);
 }
 
+/* Outside qemu-user: start-up with the thread asked for, a phase, and
+ * the thread's task ID; 0 if any of it failed, *status saying why. */
+static long thread_after_phase(int *status)
+{
+    *status = under_qemu_user() ? NOT_NATIVE : OK;
+    if (*status != OK)
+        return 0;
+    start_up(true);
+    if (!phase()) {
+        *status = PHASE_FAILED;
+        return 0;
+    }
+    long tid = purge_task();
+    *status = tid ? OK : NO_THREAD;
+    return tid;
+}
+
 static int signals_blocked(void *unused)
 {
     (void)unused;
-    if (under_qemu_user())
-        return NOT_NATIVE;
-    start_up(true);
-    if (!phase())
-        return PHASE_FAILED;
-    long tid = purge_task();
+    int status;
+    long tid = thread_after_phase(&status);
     if (!tid)
-        return NO_THREAD;
+        return status;
     unsigned long long mask = blocked_mask(tid);
     const int program_signals[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGCHLD,
                                    SIGWINCH, SIGPROF, SIGIO, SIGRTMIN, SIGRTMAX};
@@ -242,18 +255,13 @@ static int forked_child(void)
 static int fork_restarts_it(void *unused)
 {
     (void)unused;
-    if (under_qemu_user())
-        return NOT_NATIVE;
-    start_up(true);
-    if (!phase())
-        return PHASE_FAILED;
-    if (!purge_task())
-        return NO_THREAD;
+    int status;
+    if (!thread_after_phase(&status))
+        return status;
     fflush(stdout);
     pid_t child = fork();
     if (child == 0)
         _exit(forked_child());
-    int status;
     if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status))
         return CHILD_FAILED;
     return WEXITSTATUS(status);
