@@ -6,9 +6,8 @@
 
 #include "atomic.h"
 #include "decay.h"
-#include "options.h"
-#include "os.h"
 #include "init.h"
+#include "os.h"
 
 /* NOT_YET until the constructor allows it; then IDLE, STARTING while one
  * caller makes the thread, RUNNING, or FAILED (not tried again: a process
