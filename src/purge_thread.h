@@ -32,7 +32,7 @@ void pcm_purge_thread_maybe_start(void);
  * path starts one. */
 void pcm_purge_thread_forked(void);
 
-/* Whether the thread was started in this process (tests, statistics). */
+/* Whether the thread was started in this process (tests). */
 bool pcm_purge_thread_running(void);
 
 #endif
