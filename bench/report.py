@@ -368,11 +368,11 @@ class Report:
 
     def _sleeps(self, benchmark, keys):
         """Voluntary context switches a run by thread setting, where one
-        allocator's threads slept far more than another's (SLEEPS_SHOWN): a
-        thread waiting on a lock (or, in xmalloc, for its queue) sleeps, and
-        while it does the others run alone, which in a benchmark whose threads
-        contend for a structure of their own (lifo's stack) is faster than
-        running together."""
+        allocator's threads slept far more than another's (SLEEPS_SHOWN,
+        SLEEPS_APART): a thread waiting on a lock (or, in xmalloc, for its
+        queue) sleeps, and while it does the others run alone, which in a
+        benchmark whose threads contend for a structure of their own (lifo's
+        stack) is faster than running together."""
         columns = [self.tables.get((benchmark.name, *key), {}) for key in keys]
 
         def apart(column):

@@ -149,8 +149,8 @@ def _record(repetition, benchmark, threads, pinned, allocator, args, outcome):
         "pinned": pinned, "allocator": allocator.name, "status": outcome.status,
         "metric": outcome.metric, "value": outcome.value, "unit": outcome.unit,
         "checksum": outcome.checksum, "maxrss_kb": outcome.maxrss_kb,
-        "wall_s": round(outcome.wall_s, 4), "sleeps": outcome.sleeps, "args": " ".join(args), "detail": outcome.detail,
-        "measures": outcome.measures,
+        "wall_s": round(outcome.wall_s, 4), "sleeps": outcome.sleeps, "args": " ".join(args),
+        "detail": outcome.detail, "measures": outcome.measures,
     }
 
 
