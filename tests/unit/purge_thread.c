@@ -40,9 +40,9 @@
 #define MIB ((size_t)1 << 20)
 #define PHASE_BYTES (64 * MIB)
 #define DELAY_MS 50u
-/* Time enough for two ticks after a quiet delay: the thread wakes every
- * half delay, and a tick gives back everything once a delay has passed
- * with no call of the program's. */
+/* Ten delays: a tick gives back everything once a delay has passed with
+ * no call of the program's, and the thread wakes every half delay; the
+ * rest is room for a loaded machine or an emulator. */
 #define WAIT_MS (10 * DELAY_MS)
 #define KEPT_AT_MOST (16 * MIB)
 #define WATCHDOG_S 60u
@@ -130,8 +130,6 @@ enum { OK = 0, PHASE_FAILED = 2, KEPT = 3, NOT_KEPT = 4, NO_THREAD = 5, A_THREAD
        THREAD_IN_CHILD = 8, NONE_AFTER_FORK = 9, CHILD_FAILED = 10,
        NOT_NATIVE = 11 /* the case cannot run here (under_qemu_user) */ };
 
-/* A phase, then WAIT_MS without a call: with the thread the memory goes
- * back, without it stays. */
 /* Start-up first (it reads the options from the environment), then the
  * options for the case; and the thread allowed, as the constructor would. */
 static void start_up(bool purge_thread)
@@ -142,6 +140,8 @@ static void start_up(bool purge_thread)
     pcm_purge_thread_allow();
 }
 
+/* A phase, then WAIT_MS without a call: with the thread the memory goes
+ * back, without it stays. */
 static int quiet_after_phase(void *with_thread)
 {
     start_up(with_thread != NULL);
