@@ -132,6 +132,9 @@ size_t pcm_test_read_file(const char *path, char *buf, size_t size);
 /* The process's resident set (/proc/self/statm), bytes; 0 if unknown. */
 size_t pcm_test_resident_bytes(void);
 
+/* Sleeps ms milliseconds, on through interruptions (decay's delays). */
+void pcm_test_sleep_ms(long ms);
+
 /* The lower-case hex number at *p (as in /proc/self/maps); *p is left on
  * the first character after it. */
 unsigned long pcm_test_parse_hex(const char **p);

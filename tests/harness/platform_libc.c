@@ -218,6 +218,13 @@ size_t pcm_test_read_file(const char *path, char *buf, size_t size)
     return len;
 }
 
+void pcm_test_sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t))
+        ;
+}
+
 size_t pcm_test_resident_bytes(void)
 {
     char text[128];

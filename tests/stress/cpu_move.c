@@ -47,7 +47,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MIB ((size_t)1 << 20)
 #define PHASE_BYTES (64 * MIB)
@@ -61,13 +60,6 @@ static unsigned char *kept[MOST_OBJECTS];
  * within 2 MiB, so that a loaded machine cannot leave it far behind. */
 static volatile pcm_word_t written_mib, freed_mib;
 static bool pacing;
-
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t))
-        ;
-}
 
 static size_t object_size(uint64_t *rng)
 {
@@ -95,11 +87,11 @@ static size_t write_phase_into(unsigned char **into, uint64_t seed, bool slowly)
         bytes += size;
         if (slowly && bytes >= next_pause) {
             pcm_store_relaxed(&written_mib, written_mib + 1);
-            sleep_ms(1);
+            pcm_test_sleep_ms(1);
             /* (bounded: a stuck freeing thread fails its own checks) */
             for (unsigned waited = 0; pacing && pcm_load_relaxed(&freed_mib) + 2 < written_mib && waited < 10000;
                  waited++)
-                sleep_ms(1);
+                pcm_test_sleep_ms(1);
             next_pause += MIB;
         }
     }
@@ -174,7 +166,7 @@ static void start_busy_thread(void)
             PCM_CHECK(0, "the busy thread ran no round in 10 s");
             break;
         }
-        sleep_ms(1);
+        pcm_test_sleep_ms(1);
     }
 }
 
@@ -319,7 +311,7 @@ static void *free_kept_in_step(void *arg)
             slices++;
             pcm_store_relaxed(&freed_mib, slices);
             while (pcm_load_relaxed(&written_mib) < slices && !pcm_load_acquire(&f->writer_done))
-                sleep_ms(1);
+                pcm_test_sleep_ms(1);
         }
         if (f->intact)
             f->intact = object_intact(kept[i], i, size);

@@ -47,7 +47,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define OBJECTS (sizeof(void *) == 8 ? 500000ul : 250000ul)
@@ -114,13 +113,6 @@ static size_t distinct(uintptr_t *values, size_t n)
 static unsigned char fill_byte(size_t index)
 {
     return (unsigned char)(index * 167 + 13);
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t))
-        ;
 }
 
 /* Frees enough 1 KiB objects (a class the workload does not use) to
@@ -201,7 +193,7 @@ static void fragmentation(unsigned keep, bool by_decay)
         unsigned saved_delay = pcm_opts.purge_delay_ms;
         pcm_opts.purge_delay_ms = 100;
         for (int tick = 0; tick < 3; tick++) {
-            sleep_ms(150);
+            pcm_test_sleep_ms(150);
             burst_of_frees();
         }
         pcm_opts.purge_delay_ms = saved_delay;

@@ -34,7 +34,6 @@
 #include "stats.h"
 
 #include <fcntl.h>
-#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -187,13 +186,6 @@ PCM_TEST(trim_after_phase_returns_memory)
     }
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t))
-        ;
-}
-
 /* Enough frees of one class to overflow this CPU's cache: a flush, which
  * runs a decay tick when one is due. */
 static void burst_of_frees(void)
@@ -222,7 +214,7 @@ PCM_TEST(decay_after_phase_returns_memory)
     PCM_REQUIRE(peak, "the phase failed");
     size_t freed = pcm_test_resident_bytes();
     for (int tick = 0; tick < 3; tick++) {
-        sleep_ms(150);
+        pcm_test_sleep_ms(150);
         burst_of_frees();
     }
     size_t decayed = pcm_test_resident_bytes();
@@ -276,7 +268,7 @@ PCM_TEST(a_quiet_period_returns_memory_at_the_next_refill)
         pcm_free(objects[i]);
     pcm_test_shared_free(objects, most * sizeof *objects);
     size_t freed = pcm_test_resident_bytes();
-    sleep_ms(150);
+    pcm_test_sleep_ms(150);
     void *p = pcm_malloc(3000);
     size_t after = pcm_test_resident_bytes();
     pcm_free(p);

@@ -46,7 +46,6 @@
 #include "pattern.h"
 #include "two_heaps.h"
 
-#include <time.h>
 
 #define EPOCH_MS 20l
 /* Epochs of a run (PCM_TEST_SCALE applies), at least EPOCHS_MIN. */
@@ -230,13 +229,6 @@ static bool step(struct run *run, unsigned index, struct worker *w)
     return slot_exchange(run, slot, NULL);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000l};
-    while (nanosleep(&t, &t))
-        ;
-}
-
 /* Whether worker `index` moves with the epochs: all but the straggler,
  * when there are enough workers to spare one. */
 static bool moves(const struct run *run, unsigned index)
@@ -252,7 +244,7 @@ static void work(struct run *run, unsigned index, struct worker *w)
         if (__atomic_load_n(&run->end, __ATOMIC_ACQUIRE))
             return;
         if (!moves(run, index) && (epoch % 3 != 1 || op % STRAGGLE_STEPS == 0)) {
-            sleep_ms(STRAGGLE_MS);
+            pcm_test_sleep_ms(STRAGGLE_MS);
             if (epoch % 3 != 1)
                 continue;
         }
@@ -301,7 +293,7 @@ static void conduct(struct run *run)
 {
     unsigned long most = run->epochs * EPOCHS_MOST;
     for (unsigned long epoch = 1; epoch < most && !__atomic_load_n(&run->stop, __ATOMIC_RELAXED); epoch++) {
-        sleep_ms(EPOCH_MS);
+        pcm_test_sleep_ms(EPOCH_MS);
         if (epoch >= run->epochs && reclaims(run) != run->reclaims_before)
             break;
         __atomic_store_n(&run->epoch, epoch, __ATOMIC_RELEASE);

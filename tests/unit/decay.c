@@ -32,20 +32,12 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 
 #define OBJECTS 100u
 #define OBJECT_SIZE 48u
 #define DELAY_MS 30u
 
 
-
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t))
-        ;
-}
 
 static int worker_cpu;
 static bool worker_pinned;
@@ -100,7 +92,7 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
      * flushes the worker's CPU's caches. */
     unsigned periods = 0;
     for (; periods < 40 && cache_holds(h, cls); periods++) {
-        sleep_ms(DELAY_MS);
+        pcm_test_sleep_ms(DELAY_MS);
         pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
     }
     pcm_test_printf("  %s path: CPU %d's cache drained after %u periods of %u ms, from CPU %d\n", pcm_fast_path_name(),
@@ -146,7 +138,7 @@ static void stop_hammering(void *arg, unsigned index)
 {
     (void)arg;
     if (index == 0) {
-        sleep_ms(HAMMER_MS);
+        pcm_test_sleep_ms(HAMMER_MS);
         pcm_store_relaxed(&hammering, 0);
     } else {
         hammer(arg, index);

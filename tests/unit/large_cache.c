@@ -29,7 +29,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KIB ((size_t)1 << 10)
@@ -82,13 +81,6 @@ static bool mincore_sees_unmapping(void)
                             "skipped, the cache's counters are checked alone\n");
     }
     return known == 1;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t))
-        ;
 }
 
 static uint64_t now_ms(void)
@@ -217,7 +209,7 @@ static void check_decay(unsigned purge, unsigned large)
     const size_t tick_size = 20 * MIB, tick_alignment = 2 * PCM_SEGMENT_SIZE;
     uint64_t released_at = 0;
     for (int round = 0; round < 200 && !released_at; round++) {
-        sleep_ms(delay / 4);
+        pcm_test_sleep_ms(delay / 4);
         pcm_free(pcm_aligned_alloc(tick_alignment, tick_size));
         if (pcm_large_cache_bytes() == 0)
             released_at = now_ms();
@@ -250,7 +242,7 @@ PCM_TEST(large_cache_decays_without_malloc_trim)
     uint64_t put_at = now_ms();
     unsigned judged = 0;
     for (int round = 0; round < 12; round++) {
-        sleep_ms(20);
+        pcm_test_sleep_ms(20);
         bool in_time = now_ms() - put_at < long_delay / 2; /* margin for a preempted free */
         char *again = pcm_malloc(MIB);
         PCM_REQUIRE(again, "malloc(1 MiB) failed");
@@ -293,7 +285,7 @@ PCM_TEST(a_quiet_period_unmaps_the_cache_at_the_next_call)
     bool kernel = mincore_sees_unmapping();
     char *kept = cache_a_written_mib();
     PCM_REQUIRE(kept, "malloc(1 MiB) failed");
-    sleep_ms(delay + delay / 2);
+    pcm_test_sleep_ms(delay + delay / 2);
     /* One call, which no cached mapping serves (see above). */
     void *tick = pcm_aligned_alloc(2 * PCM_SEGMENT_SIZE, 20 * MIB);
     PCM_REQUIRE(tick, "the over-aligned allocation failed");

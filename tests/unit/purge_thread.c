@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MIB ((size_t)1 << 20)
@@ -46,13 +45,6 @@
 #define WAIT_MS (10 * DELAY_MS)
 #define KEPT_AT_MOST (16 * MIB)
 #define WATCHDOG_S 60u
-
-static void sleep_ms(long ms)
-{
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t))
-        ;
-}
 
 /* PHASE_BYTES of small objects of mixed sizes, each written whole, then
  * all freed; false if an allocation failed or an object changed. */
@@ -148,7 +140,7 @@ static int quiet_after_phase(void *with_thread)
     size_t before = pcm_test_resident_bytes();
     if (!phase())
         return PHASE_FAILED;
-    sleep_ms(WAIT_MS);
+    pcm_test_sleep_ms(WAIT_MS);
     size_t after = pcm_test_resident_bytes();
     bool running = pcm_purge_thread_running() && purge_task() != 0;
     if (!with_thread)
@@ -248,7 +240,7 @@ static int forked_child(void)
     void *p = pcm_malloc(200000); /* a class of its own: a slow path */
     pcm_free(p);
     for (int i = 0; i < 100 && purge_task() == 0; i++) /* (it names itself once it runs) */
-        sleep_ms(10);
+        pcm_test_sleep_ms(10);
     return purge_task() != 0 ? OK : NONE_AFTER_FORK;
 }
 
