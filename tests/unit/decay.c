@@ -7,7 +7,9 @@
  * a drain.  On the rseq path that is another CPU's cache, which only a
  * membarrier fence lets us take (cache_rseq_slow.c); on the CAS path any
  * thread may.  With one allowed CPU both threads share it, which tests
- * the same thing.
+ * the same thing.  After a quiet period (no call at all for a whole
+ * delay) the first tick empties every CPU's caches, also of a CPU that
+ * refilled since the tick before.
  *
  * Threads that refill and flush all the time never see a quiet period:
  * with an hour's purge delay, no tick runs while they do.  (Each thread
@@ -53,6 +55,21 @@ static void *fill_cache(void *unused)
     for (unsigned i = 0; i < OBJECTS; i++)
         objects[i] = pcm_malloc(OBJECT_SIZE);
     for (unsigned i = 0; i < OBJECTS; i++)
+        pcm_free(objects[i]);
+    return NULL;
+}
+
+/* As fill_cache, with more objects than any cache of the class holds:
+ * its CPU refills and flushes, and some stay cached. */
+#define BUSY_OBJECTS 4096u
+static void *fill_cache_busily(void *unused)
+{
+    (void)unused;
+    static void *objects[BUSY_OBJECTS];
+    worker_pinned = pcm_test_pin(worker_cpu);
+    for (unsigned i = 0; i < BUSY_OBJECTS; i++)
+        objects[i] = pcm_malloc(OBJECT_SIZE);
+    for (unsigned i = 0; i < BUSY_OBJECTS; i++)
         pcm_free(objects[i]);
     return NULL;
 }
@@ -114,6 +131,52 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
     pthread_join(thread, NULL);
     PCM_CHECK(cache_holds(h, cls), "CPU %d caches nothing after the drain", last);
+    pcm_opts.purge_delay_ms = saved_delay;
+    sched_setaffinity(0, sizeof saved, &saved);
+}
+
+/* ---- after a quiet period, every CPU's caches ---- */
+
+/* A program's last phase freed objects into a CPU's caches and the program
+ * then made no call for a whole period: the first tick after that empties
+ * those caches at once, although their CPU refilled since the tick before
+ * (it is not idle by the count of the test above). */
+PCM_TEST(decay_after_a_quiet_period_drains_every_cpu)
+{
+    pcm_free(pcm_malloc(1));
+    unsigned cls = pcm_size_class(OBJECT_SIZE);
+    int first, last;
+    pcm_test_allowed_cpus(&first, &last);
+    PCM_REQUIRE(first >= 0, "no CPU to run on");
+    cpu_set_t saved;
+    sched_getaffinity(0, sizeof saved, &saved);
+    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
+    unsigned saved_delay = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = DELAY_MS;
+
+    /* A tick notes every heap's activity; then the worker's CPU refills
+     * and flushes (after that tick, or after one that its first refill
+     * ran). */
+    pcm_test_sleep_ms(DELAY_MS);
+    pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
+    worker_cpu = last;
+    pthread_t thread;
+    PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache_busily, NULL) == 0, "pthread_create failed");
+    pthread_join(thread, NULL);
+    PCM_REQUIRE(worker_pinned, "cannot pin the worker to CPU %d", last);
+    struct pcm_heap *h = &pcm_heaps[(unsigned)last % pcm_heap_count];
+    PCM_REQUIRE(cache_holds(h, cls), "CPU %d's cache of %u bytes is empty after %u frees there", last, OBJECT_SIZE,
+                BUSY_OBJECTS);
+    PCM_REQUIRE(h->stats.refills + h->stats.flushes != h->activity_at_tick,
+                "CPU %d neither refilled nor flushed since the last tick", last);
+    pcm_word_t returned = h->stats.returned[cls];
+
+    /* Quiet: no call for two periods, then one tick. */
+    pcm_test_sleep_ms(2 * DELAY_MS);
+    pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
+    PCM_CHECK(!cache_holds(h, cls), "CPU %d's cache still holds objects after the first tick of a quiet period",
+              last);
+    PCM_CHECK(h->stats.returned[cls] > returned, "no object back in its span");
     pcm_opts.purge_delay_ms = saved_delay;
     sched_setaffinity(0, sizeof saved, &saved);
 }
