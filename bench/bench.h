@@ -1,7 +1,8 @@
 /*
  * bench/bench.h - what every benchmark program shares: key=value arguments,
  * a deterministic random generator, checksums, object stamps, a clock,
- * starting threads together, and the one result line the runner parses.
+ * the resident set, starting threads together, and the one result line the
+ * runner parses.
  *
  * The programs are plain C11 linked with the C library only (one is C++17,
  * linked with the C++ runtime as well: so this header is C that C++
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- failing loudly ---------------------------------------------------- */
 
@@ -217,6 +219,39 @@ static inline void bench_phase_end(struct bench_phases *phases, int which)
     double now = bench_now();
     phases->spent[which] += now - phases->began;
     phases->began = now;
+}
+
+/* ---- resident set ------------------------------------------------------- */
+
+/* The process's resident set in KiB (/proc/self/statm), 0 if unreadable. */
+static inline long bench_resident_kb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+        resident = 0;
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* What a program does after a phase that freed its memory: idle_ms of
+ * sleep, then a short burst of allocations and frees (256 bytes, 4096 at a
+ * time, 8 times, all freed).  An allocator that gives memory back after a
+ * delay, from a background thread or from its next calls, has had its
+ * chance by the end. */
+static inline void bench_idle_then_burst(long idle_ms)
+{
+    struct timespec pause = {idle_ms / 1000, idle_ms % 1000 * 1000000};
+    nanosleep(&pause, NULL);
+    static void *burst_objects[4096];
+    for (int burst = 0; burst < 8; burst++) {
+        for (int i = 0; i < 4096; i++)
+            burst_objects[i] = bench_check_alloc(malloc(256), 256);
+        for (int i = 0; i < 4096; i++)
+            free(burst_objects[i]);
+    }
 }
 
 /* ---- threads ------------------------------------------------------------ */

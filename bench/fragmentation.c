@@ -17,10 +17,10 @@
  *
  * F, D and T count from the resident set before the first allocation (the
  * program's own arrays are allocated and written before it).  D after I ms
- * of sleep and then a short burst of allocations and frees (256 bytes,
- * 4096 at a time, 8 times, all freed): an allocator that gives memory back
- * after a delay, from a background thread or from its next calls, has had
- * its chance (I = 0: D is not measured, printed as F).  T after
+ * of sleep and then a short burst of allocations and frees
+ * (bench_idle_then_burst): an allocator that gives memory back after a
+ * delay, from a background thread or from its next calls, has had its
+ * chance (I = 0: D is not measured, printed as F).  T after
  * malloc_trim(0), which only glibc's and pcmalloc's export (under the
  * others it is glibc's, with nothing to do).  P is the bytes of the 4 KiB
  * pages that hold at least one byte of a keeper: what no allocator that
@@ -31,19 +31,6 @@
 #include "bench.h"
 
 #include <malloc.h>
-#include <unistd.h>
-
-static long resident_kb(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, resident = 0;
-    if (!f)
-        return 0;
-    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-        resident = 0;
-    fclose(f);
-    return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static int by_address(const void *a, const void *b)
 {
@@ -101,7 +88,7 @@ int main(int argc, char **argv)
     void **keepers = written_array((size_t)most_kept, sizeof *keepers);
     size_t *kept_sizes = written_array((size_t)most_kept, sizeof *kept_sizes);
     uintptr_t *pages = written_array((size_t)(most_kept * pages_each), sizeof *pages);
-    long baseline_kb = resident_kb();
+    long baseline_kb = bench_resident_kb();
 
     bench_rng rng = bench_seed(0xf4a9);
     uint64_t checksum = 0, id = 0;
@@ -129,22 +116,14 @@ int main(int argc, char **argv)
         }
     }
     double seconds = bench_now() - begin; /* the pause and the measures below are not timed */
-    long after_free_kb = resident_kb() - baseline_kb;
+    long after_free_kb = bench_resident_kb() - baseline_kb;
     long after_idle_kb = after_free_kb;
     if (idle_ms > 0) {
-        struct timespec pause = {idle_ms / 1000, idle_ms % 1000 * 1000000};
-        nanosleep(&pause, NULL);
-        static void *burst_objects[4096];
-        for (int burst = 0; burst < 8; burst++) {
-            for (int i = 0; i < 4096; i++)
-                burst_objects[i] = bench_check_alloc(malloc(256), 256);
-            for (int i = 0; i < 4096; i++)
-                free(burst_objects[i]);
-        }
-        after_idle_kb = resident_kb() - baseline_kb;
+        bench_idle_then_burst(idle_ms);
+        after_idle_kb = bench_resident_kb() - baseline_kb;
     }
     malloc_trim(0);
-    long after_trim_kb = resident_kb() - baseline_kb;
+    long after_trim_kb = bench_resident_kb() - baseline_kb;
     long live_kb = live / 1024 > 0 ? live / 1024 : 1;
     long floor_kb = pages_with_live_kb(keepers, kept_sizes, kept, pages);
     printf("measures: live_kb=%ld rss_after_free_kb=%ld rss_after_idle_kb=%ld rss_after_trim_kb=%ld "

@@ -4,14 +4,19 @@
  * allocator does this with a handful of system calls; the small-object
  * path of a general allocator should cost no more than a pool's.
  *
- *   list nodes=N rounds=R
+ *   list nodes=N rounds=R idle_ms=I
  * prints the time of R rounds of build, walk and free, and before it
  *
- *   measures: build_s=B walk_s=W free_s=F
+ *   measures: build_s=B walk_s=W free_s=F rss_after_free_kb=A
+ *             rss_after_idle_kb=D
  *
  * the same time by phase, summed over the rounds: the build (every malloc,
  * and the first write to each node's memory), the walk (no call to the
- * allocator: how its layout reads back) and the free.
+ * allocator: how its layout reads back) and the free.  A and D are the
+ * resident set above the program's own (read before the first round) once
+ * every node is freed: A at once, D after I ms of sleep and a short burst
+ * of calls (bench_idle_then_burst; I = 0: D is not measured, printed as
+ * A).  Neither is timed.
  */
 #include "bench.h"
 
@@ -27,12 +32,14 @@ int main(int argc, char **argv)
 {
     long nodes = bench_arg(argc, argv, "nodes", 10000000);
     long rounds = bench_arg(argc, argv, "rounds", 1);
+    long idle_ms = bench_arg(argc, argv, "idle_ms", 0);
     bench_args_done(argc, argv);
-    if (nodes < 1 || rounds < 1)
-        bench_fail("nodes and rounds must be positive");
+    if (nodes < 1 || rounds < 1 || idle_ms < 0)
+        bench_fail("nodes and rounds must be positive, idle_ms not negative");
 
     uint64_t checksum = 0;
     struct bench_phases phases = {0};
+    long baseline_kb = bench_resident_kb();
     double begin = bench_now();
     for (long round = 0; round < rounds; round++) {
         bench_phase_begin(&phases);
@@ -64,8 +71,14 @@ int main(int argc, char **argv)
         }
         bench_phase_end(&phases, 2);
     }
-    double seconds = bench_now() - begin;
-    printf("measures: build_s=%.4f walk_s=%.4f free_s=%.4f\n", phases.spent[0], phases.spent[1], phases.spent[2]);
+    double seconds = bench_now() - begin; /* the measures below are not timed */
+    long after_free_kb = bench_resident_kb() - baseline_kb, after_idle_kb = after_free_kb;
+    if (idle_ms > 0) {
+        bench_idle_then_burst(idle_ms);
+        after_idle_kb = bench_resident_kb() - baseline_kb;
+    }
+    printf("measures: build_s=%.4f walk_s=%.4f free_s=%.4f rss_after_free_kb=%ld rss_after_idle_kb=%ld\n",
+           phases.spent[0], phases.spent[1], phases.spent[2], after_free_kb, after_idle_kb);
     bench_report_time(seconds, checksum);
     return 0;
 }

@@ -67,6 +67,15 @@ def _value(cell):
     return f"{_number(cell.value / 1e6)} M"
 
 
+# The measures (KiB) that give the resident set at the end of a phase, and
+# when each is read.
+PHASE_END_KEYS = (("rss_after_free_kb", "at once"), ("rss_after_idle_kb", "after the pause"))
+
+
+def _mib(kib):
+    return f"{kib / 1024:.1f}"
+
+
 def _ratio(ratio):
     return "" if ratio is None else f"{ratio:.2f}"
 
@@ -240,6 +249,33 @@ class Report:
                   f"LD_PRELOAD (every peer but glibc, whose malloc comes with the C library that "
                   f"every program maps anyway), it had the least peak RSS in {least_of_preloaded} "
                   f"of {preloaded_columns} columns.", "")
+        self._phase_ends()
+
+    def _phase_ends(self):
+        """pcmalloc's resident set once a program freed what its phase allocated
+        (its measures' rss_after_* keys), against the smallest peer's."""
+        rows = []
+        for benchmark in self.benchmarks:
+            mine = self.measures.get((benchmark.name, "pcmalloc"), {})
+            if not all(key in mine for key, _ in PHASE_END_KEYS):
+                continue
+            cells = []
+            for key, _ in PHASE_END_KEYS:
+                peers = [(a.name, self.measures[(benchmark.name, a.name)][key]) for a in self.allocators
+                         if a.is_peer and key in self.measures.get((benchmark.name, a.name), {})]
+                least = min(peers, key=lambda peer: peer[1]) if peers else None
+                ratio = mine[key] / least[1] if least and least[1] > 0 else None
+                cells.append(f"{_mib(mine[key])} | "
+                             + (f"{least[0]} {_mib(least[1])} | {_ratio(ratio) or '-'}" if least else "- | -"))
+            rows.append(f"| {benchmark.name} | " + " | ".join(cells) + " |")
+        if not rows:
+            return
+        heads = " | ".join(f"pcmalloc {when} | smallest peer | vs smallest" for _, when in PHASE_END_KEYS)
+        self._out("The resident set once a phase has freed what it allocated (MiB above the program's "
+                  "own; the programs' measures, medians): at once, and after the program's pause and "
+                  "a short burst of calls, in which an allocator that gives memory back after a delay "
+                  "has had its chance.", "",
+                  f"| benchmark | {heads} |", "|---|" + "---|" * 3 * len(PHASE_END_KEYS), *rows, "")
 
     def _variant_cells(self, column):
         """The glance table's cells of the variants, each ending in " | "."""

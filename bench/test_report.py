@@ -2,7 +2,8 @@
 """bench/test_report.py - unit test of the programs' own measures in
 results.md: aggregate keeps them from the 1-thread, unpinned runs that went
 well, and the report shows them under a threaded benchmark's table (larson's
-round times) as under the others'.
+round times) as under the others', and the resident set at the end of a
+phase against the smallest peer's.
 
     python3 bench/test_report.py      (make bench-quick runs it first)
 
@@ -155,6 +156,37 @@ class SleepsTable(unittest.TestCase):
         # 1250 would be four times short of 5000: shown
         apart = [dict(r, benchmark="larson", sleeps=max(r["sleeps"], 1250)) for r in SLEEPY]
         self.assertIn("Voluntary context switches a run", _threaded_report({"larson"}, apart))
+
+
+def _phase(allocator, repetition, after_free, after_idle):
+    return _record(allocator, 1, 1.0, f"build_s=0.1 rss_after_free_kb={after_free} "
+                   f"rss_after_idle_kb={after_idle}", benchmark="list", repetition=repetition)
+
+
+# pcmalloc's medians 305000 and 1100 KiB; glibc the smallest peer at once,
+# mimalloc after the pause.
+PHASES = [_phase("pcmalloc", r, f, i) for r, f, i in ((1, 300000, 1000), (2, 310000, 1200), (3, 305000, 1100))]
+PHASES += [_phase("glibc", 1, 290000, 290000), _phase("mimalloc", 1, 300000, 280000)]
+
+
+class PhaseEndTable(unittest.TestCase):
+    def test_against_the_smallest_peer_at_each_reading(self):
+        text = _threaded_report({"list"}, PHASES)
+        self.assertEqual(test_support.one_line(self, text, "| benchmark | pcmalloc at once"),
+                         "| benchmark | pcmalloc at once | smallest peer | vs smallest | "
+                         "pcmalloc after the pause | smallest peer | vs smallest |")
+        self.assertEqual(test_support.one_line(self, text, "| list | 297"),
+                         "| list | 297.9 | glibc 283.2 | 1.05 | 1.1 | mimalloc 273.4 | 0.00 |")
+        self.assertLess(text.index("| list | 297"), text.index("## Failures"))
+
+    def test_no_ratio_to_a_peer_at_zero(self):
+        zero = PHASES + [_phase("mimalloc", 2, 0, 0), _phase("mimalloc", 3, 0, 0)]
+        text = _threaded_report({"list"}, zero)
+        self.assertEqual(test_support.one_line(self, text, "| list | 297"),
+                         "| list | 297.9 | mimalloc 0.0 | - | 1.1 | mimalloc 0.0 | - |")
+
+    def test_left_out_without_the_measures(self):
+        self.assertNotIn("The resident set once a phase", _threaded_report({"larson"}, RECORDS))
 
 
 if __name__ == "__main__":

@@ -10,17 +10,22 @@
  * multi-threaded and an allocator that locks pays for its locks on every
  * call, although no second thread ever allocates.
  *
- *   tree nodes=N rounds=R spawn=0|1
+ *   tree nodes=N rounds=R spawn=0|1 idle_ms=I
  * prints the time of R rounds of build, walk and destroy, and before it
  *
- *   measures: build_s=B walk_s=W destroy_s=D
+ *   measures: build_s=B walk_s=W destroy_s=D rss_after_free_kb=A
+ *             rss_after_idle_kb=E
  *
  * the same time by phase, summed over the rounds: the build (every malloc
  * and realloc), the walk (no call to the allocator: it reads what the build
  * wrote) and the destroy (every free, mostly of names and texts that are no
  * longer in cache by then).  Phase times show where an allocator's time
  * goes: its own layout shows in the walk, and the cost of freeing objects
- * that are not in cache in the destroy.
+ * that are not in cache in the destroy.  A and E are the resident set
+ * above the program's own (read before the first round) once the last
+ * round's tree is freed: A at once, E after I ms of sleep and a short
+ * burst of calls (bench_idle_then_burst; I = 0: E is not measured, printed
+ * as A).  Neither is timed.
  */
 #include "bench.h"
 
@@ -109,9 +114,10 @@ int main(int argc, char **argv)
     long nodes = bench_arg(argc, argv, "nodes", 250000);
     long rounds = bench_arg(argc, argv, "rounds", 4);
     long spawn = bench_arg(argc, argv, "spawn", 1);
+    long idle_ms = bench_arg(argc, argv, "idle_ms", 0);
     bench_args_done(argc, argv);
-    if (nodes < 1 || rounds < 1)
-        bench_fail("nodes and rounds must be positive");
+    if (nodes < 1 || rounds < 1 || idle_ms < 0)
+        bench_fail("nodes and rounds must be positive, idle_ms not negative");
 
     if (spawn) {
         pthread_t thread;
@@ -122,6 +128,7 @@ int main(int argc, char **argv)
 
     uint64_t checksum = 0;
     struct bench_phases phases = {0};
+    long baseline_kb = bench_resident_kb();
     double begin = bench_now();
     for (long round = 0; round < rounds; round++) {
         bench_phase_begin(&phases);
@@ -142,9 +149,14 @@ int main(int argc, char **argv)
         free(made);
         bench_phase_end(&phases, 2);
     }
-    double seconds = bench_now() - begin;
-    printf("measures: build_s=%.4f walk_s=%.4f destroy_s=%.4f\n", phases.spent[0], phases.spent[1],
-           phases.spent[2]);
+    double seconds = bench_now() - begin; /* the measures below are not timed */
+    long after_free_kb = bench_resident_kb() - baseline_kb, after_idle_kb = after_free_kb;
+    if (idle_ms > 0) {
+        bench_idle_then_burst(idle_ms);
+        after_idle_kb = bench_resident_kb() - baseline_kb;
+    }
+    printf("measures: build_s=%.4f walk_s=%.4f destroy_s=%.4f rss_after_free_kb=%ld rss_after_idle_kb=%ld\n",
+           phases.spent[0], phases.spent[1], phases.spent[2], after_free_kb, after_idle_kb);
     bench_report_time(seconds, checksum);
     return 0;
 }
