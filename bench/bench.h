@@ -254,6 +254,18 @@ static inline void bench_idle_then_burst(long idle_ms)
     }
 }
 
+/* The resident set above baseline_kb once a program freed what its phase
+ * allocated: at once, and after bench_idle_then_burst(idle_ms) (idle_ms 0:
+ * not measured, the first reading again).  Neither is timed. */
+static inline void bench_rss_after_phase(long baseline_kb, long idle_ms, long *after_free_kb, long *after_idle_kb)
+{
+    *after_free_kb = *after_idle_kb = bench_resident_kb() - baseline_kb;
+    if (idle_ms > 0) {
+        bench_idle_then_burst(idle_ms);
+        *after_idle_kb = bench_resident_kb() - baseline_kb;
+    }
+}
+
 /* ---- threads ------------------------------------------------------------ */
 
 /* Starts count threads running body(index, context), releases them together

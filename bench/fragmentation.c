@@ -116,12 +116,8 @@ int main(int argc, char **argv)
         }
     }
     double seconds = bench_now() - begin; /* the pause and the measures below are not timed */
-    long after_free_kb = bench_resident_kb() - baseline_kb;
-    long after_idle_kb = after_free_kb;
-    if (idle_ms > 0) {
-        bench_idle_then_burst(idle_ms);
-        after_idle_kb = bench_resident_kb() - baseline_kb;
-    }
+    long after_free_kb, after_idle_kb;
+    bench_rss_after_phase(baseline_kb, idle_ms, &after_free_kb, &after_idle_kb);
     malloc_trim(0);
     long after_trim_kb = bench_resident_kb() - baseline_kb;
     long live_kb = live / 1024 > 0 ? live / 1024 : 1;

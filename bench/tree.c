@@ -150,11 +150,8 @@ int main(int argc, char **argv)
         bench_phase_end(&phases, 2);
     }
     double seconds = bench_now() - begin; /* the measures below are not timed */
-    long after_free_kb = bench_resident_kb() - baseline_kb, after_idle_kb = after_free_kb;
-    if (idle_ms > 0) {
-        bench_idle_then_burst(idle_ms);
-        after_idle_kb = bench_resident_kb() - baseline_kb;
-    }
+    long after_free_kb, after_idle_kb;
+    bench_rss_after_phase(baseline_kb, idle_ms, &after_free_kb, &after_idle_kb);
     printf("measures: build_s=%.4f walk_s=%.4f destroy_s=%.4f rss_after_free_kb=%ld rss_after_idle_kb=%ld\n",
            phases.spent[0], phases.spent[1], phases.spent[2], after_free_kb, after_idle_kb);
     bench_report_time(seconds, checksum);

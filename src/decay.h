@@ -16,10 +16,10 @@
  * with no refill and no flush for a whole period has its CPU's caches
  * emptied into their spans first (pcm_decay_drain_caches_locked), so a CPU
  * no thread uses any more does not keep their spans; after a quiet period
- * every heap has, so the objects a phase freed last do not keep theirs.  A program that stops
- * calling malloc and free keeps its pages until malloc_trim(0) or its next
- * slow path - unless PCMALLOC_PURGE_THREAD=1 runs the ticks on a thread of
- * their own as well (purge_thread.h).
+ * every heap has, so the objects a phase freed last do not keep theirs.  A
+ * program that stops calling malloc and free keeps its pages until
+ * malloc_trim(0) or its next slow path - unless PCMALLOC_PURGE_THREAD=1
+ * runs the ticks on a thread of their own as well (purge_thread.h).
  */
 #ifndef PCM_DECAY_H
 #define PCM_DECAY_H

@@ -39,39 +39,38 @@
 #define OBJECT_SIZE 48u
 #define DELAY_MS 30u
 
-
-
 static int worker_cpu;
+static unsigned worker_objects;
 static bool worker_pinned;
 
-/* Fill this CPU's cache of the class: every object freed here, none
- * flushed (the class's cache starts with room for them and a refill's
- * leftovers). */
-static void *fill_cache(void *unused)
-{
-    (void)unused;
-    static void *objects[OBJECTS];
-    worker_pinned = pcm_test_pin(worker_cpu);
-    for (unsigned i = 0; i < OBJECTS; i++)
-        objects[i] = pcm_malloc(OBJECT_SIZE);
-    for (unsigned i = 0; i < OBJECTS; i++)
-        pcm_free(objects[i]);
-    return NULL;
-}
-
-/* As fill_cache, with more objects than any cache of the class holds:
- * its CPU refills and flushes, and some stay cached. */
+/* On worker_cpu, malloc worker_objects objects of the class and free them
+ * all.  OBJECTS fill the cache with none flushed (it starts with room for
+ * them and a refill's leftovers); BUSY_OBJECTS are more than any cache of
+ * the class holds: the CPU refills and flushes, and some stay cached. */
 #define BUSY_OBJECTS 4096u
-static void *fill_cache_busily(void *unused)
+static void *fill_cache(void *unused)
 {
     (void)unused;
     static void *objects[BUSY_OBJECTS];
     worker_pinned = pcm_test_pin(worker_cpu);
-    for (unsigned i = 0; i < BUSY_OBJECTS; i++)
+    for (unsigned i = 0; i < worker_objects; i++)
         objects[i] = pcm_malloc(OBJECT_SIZE);
-    for (unsigned i = 0; i < BUSY_OBJECTS; i++)
+    for (unsigned i = 0; i < worker_objects; i++)
         pcm_free(objects[i]);
     return NULL;
+}
+
+/* fill_cache on a thread of its own; false if it did not run pinned. */
+static bool fill_on(int cpu, unsigned objects)
+{
+    worker_cpu = cpu;
+    worker_objects = objects;
+    worker_pinned = false;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, fill_cache, NULL) != 0)
+        return false;
+    pthread_join(thread, NULL);
+    return worker_pinned;
 }
 
 static bool cache_holds(struct pcm_heap *h, unsigned cls)
@@ -79,38 +78,57 @@ static bool cache_holds(struct pcm_heap *h, unsigned cls)
     return pcm_bin_listed_hint(&h->bins[cls]);
 }
 
-PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
+/* Each test runs pinned to the first allowed CPU, its worker on the last
+ * (the same one where only one is allowed), at a purge delay of DELAY_MS. */
+struct setting {
+    int first, last;
+    cpu_set_t affinity;
+    unsigned purge_delay_ms;
+};
+
+static bool set_up(struct setting *s)
 {
     pcm_free(pcm_malloc(1)); /* initialised: the path chosen, pcm_opts final */
+    pcm_test_allowed_cpus(&s->first, &s->last);
+    sched_getaffinity(0, sizeof s->affinity, &s->affinity);
+    if (s->first < 0 || !pcm_test_pin(s->first))
+        return false;
+    s->purge_delay_ms = pcm_opts.purge_delay_ms;
+    pcm_opts.purge_delay_ms = DELAY_MS;
+    return true;
+}
+
+static void tear_down(const struct setting *s)
+{
+    pcm_opts.purge_delay_ms = s->purge_delay_ms;
+    sched_setaffinity(0, sizeof s->affinity, &s->affinity);
+}
+
+PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
+{
+    struct setting setting;
+    PCM_REQUIRE(set_up(&setting), "cannot pin to an allowed CPU");
+    int first = setting.first, last = setting.last;
     unsigned cls = pcm_size_class(OBJECT_SIZE);
     PCM_REQUIRE(pcm_bin_shapes[cls].start >= OBJECTS + 64, "the %u-byte cache starts at %u", OBJECT_SIZE,
                 pcm_bin_shapes[cls].start);
-    int first, last;
-    pcm_test_allowed_cpus(&first, &last);
-    PCM_REQUIRE(first >= 0, "no CPU to run on");
-    cpu_set_t saved;
-    sched_getaffinity(0, sizeof saved, &saved);
-    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
-    unsigned saved_delay = pcm_opts.purge_delay_ms;
-    pcm_opts.purge_delay_ms = DELAY_MS;
-
-    worker_cpu = last;
-    pthread_t thread;
-    PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
-    pthread_join(thread, NULL);
-    PCM_REQUIRE(worker_pinned, "cannot pin the worker to CPU %d", last);
+    PCM_REQUIRE(fill_on(last, OBJECTS), "cannot run a worker pinned to CPU %d", last);
     struct pcm_heap *h = &pcm_heaps[(unsigned)last % pcm_heap_count];
     PCM_REQUIRE(cache_holds(h, cls), "CPU %d's cache of %u bytes is empty after %u frees there", last, OBJECT_SIZE,
                 OBJECTS);
     pcm_word_t drains = h->stats.drains, returned = h->stats.returned[cls];
 
-    /* Ticks come with large allocations; the heap's first tick notes its
-     * activity, the next finds it unchanged.  Nothing here refills or
-     * flushes the worker's CPU's caches. */
+    /* Ticks come with large allocations, three a period, so that no
+     * period is quiet (after a quiet one every CPU's caches go: the test
+     * below); the heap's first tick notes its activity, the next finds it
+     * unchanged.  Nothing here refills or flushes the worker's CPU's
+     * caches. */
     unsigned periods = 0;
     for (; periods < 40 && cache_holds(h, cls); periods++) {
-        pcm_test_sleep_ms(DELAY_MS);
-        pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
+        for (unsigned third = 0; third < 3; third++) {
+            pcm_test_sleep_ms(DELAY_MS / 3);
+            pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
+        }
     }
     pcm_test_printf("  %s path: CPU %d's cache drained after %u periods of %u ms, from CPU %d\n", pcm_fast_path_name(),
                     last, periods, DELAY_MS, first);
@@ -128,11 +146,9 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
     }
 
     /* The CPU's caches work as before. */
-    PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache, NULL) == 0, "pthread_create failed");
-    pthread_join(thread, NULL);
+    PCM_REQUIRE(fill_on(last, OBJECTS), "cannot run a worker pinned to CPU %d", last);
     PCM_CHECK(cache_holds(h, cls), "CPU %d caches nothing after the drain", last);
-    pcm_opts.purge_delay_ms = saved_delay;
-    sched_setaffinity(0, sizeof saved, &saved);
+    tear_down(&setting);
 }
 
 /* ---- after a quiet period, every CPU's caches ---- */
@@ -143,27 +159,17 @@ PCM_TEST(decay_drains_the_caches_of_an_idle_cpu)
  * (it is not idle by the count of the test above). */
 PCM_TEST(decay_after_a_quiet_period_drains_every_cpu)
 {
-    pcm_free(pcm_malloc(1));
+    struct setting setting;
+    PCM_REQUIRE(set_up(&setting), "cannot pin to an allowed CPU");
+    int last = setting.last;
     unsigned cls = pcm_size_class(OBJECT_SIZE);
-    int first, last;
-    pcm_test_allowed_cpus(&first, &last);
-    PCM_REQUIRE(first >= 0, "no CPU to run on");
-    cpu_set_t saved;
-    sched_getaffinity(0, sizeof saved, &saved);
-    PCM_REQUIRE(pcm_test_pin(first), "cannot pin to CPU %d", first);
-    unsigned saved_delay = pcm_opts.purge_delay_ms;
-    pcm_opts.purge_delay_ms = DELAY_MS;
 
     /* A tick notes every heap's activity; then the worker's CPU refills
      * and flushes (after that tick, or after one that its first refill
      * ran). */
     pcm_test_sleep_ms(DELAY_MS);
     pcm_free(pcm_malloc(PCM_SMALL_MAX + 1));
-    worker_cpu = last;
-    pthread_t thread;
-    PCM_REQUIRE(pthread_create(&thread, NULL, fill_cache_busily, NULL) == 0, "pthread_create failed");
-    pthread_join(thread, NULL);
-    PCM_REQUIRE(worker_pinned, "cannot pin the worker to CPU %d", last);
+    PCM_REQUIRE(fill_on(last, BUSY_OBJECTS), "cannot run a worker pinned to CPU %d", last);
     struct pcm_heap *h = &pcm_heaps[(unsigned)last % pcm_heap_count];
     PCM_REQUIRE(cache_holds(h, cls), "CPU %d's cache of %u bytes is empty after %u frees there", last, OBJECT_SIZE,
                 BUSY_OBJECTS);
@@ -177,8 +183,7 @@ PCM_TEST(decay_after_a_quiet_period_drains_every_cpu)
     PCM_CHECK(!cache_holds(h, cls), "CPU %d's cache still holds objects after the first tick of a quiet period",
               last);
     PCM_CHECK(h->stats.returned[cls] > returned, "no object back in its span");
-    pcm_opts.purge_delay_ms = saved_delay;
-    sched_setaffinity(0, sizeof saved, &saved);
+    tear_down(&setting);
 }
 
 /* ---- no tick before the delay, whatever the threads' clocks say ---- */
