@@ -133,18 +133,23 @@ static void start_up(bool purge_thread)
 }
 
 /* A phase, then WAIT_MS without a call: with the thread the memory goes
- * back, without it stays. */
+ * back, without it stays.  "Stays" is against the resident set at the
+ * phase's end, not before it: where the phase outlasts many delays (an
+ * emulator on a busy machine), the ticks of its own frees give back what
+ * it freed first, as they should - under qemu-i386 once more than half of
+ * it - and only a thread can give anything back during the wait. */
 static int quiet_after_phase(void *with_thread)
 {
     start_up(with_thread != NULL);
     size_t before = pcm_test_resident_bytes();
     if (!phase())
         return PHASE_FAILED;
+    size_t at_end = pcm_test_resident_bytes();
     pcm_test_sleep_ms(WAIT_MS);
     size_t after = pcm_test_resident_bytes();
     bool running = pcm_purge_thread_running() && purge_task() != 0;
     if (!with_thread)
-        return running ? A_THREAD : after < before + PHASE_BYTES / 2 ? NOT_KEPT : OK;
+        return running ? A_THREAD : after + PHASE_BYTES / 4 < at_end ? NOT_KEPT : OK;
     if (!running)
         return NO_THREAD;
     if (after > before + KEPT_AT_MOST) {
@@ -158,7 +163,7 @@ static int quiet_after_phase(void *with_thread)
 static const char *const why[] = {
     [PHASE_FAILED] = "the phase's allocations failed or its objects changed",
     [KEPT] = "the memory stayed resident with the purge thread",
-    [NOT_KEPT] = "the memory went back without the purge thread (the test cannot tell them apart)",
+    [NOT_KEPT] = "the memory went back during the wait without the purge thread (the test cannot tell them apart)",
     [NO_THREAD] = "no thread named pcmalloc-purge runs",
     [A_THREAD] = "a purge thread runs without the option",
     [SIGNALS_OPEN] = "the purge thread does not block the program's signals",
