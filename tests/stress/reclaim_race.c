@@ -46,7 +46,6 @@
 #include "pattern.h"
 #include "two_heaps.h"
 
-
 #define EPOCH_MS 20l
 /* Epochs of a run (PCM_TEST_SCALE applies), at least EPOCHS_MIN. */
 #define EPOCHS 24ul
