@@ -23,6 +23,7 @@ static volatile pcm_word_t last_large_tick_ms;
 static volatile pcm_word_t last_call_ms;
 
 volatile pcm_word_t pcm_decay_ticks;
+volatile pcm_word_t pcm_decay_quiet_ticks;
 
 static pcm_word_t now_ms(void)
 {
@@ -62,25 +63,26 @@ static bool tick_due(volatile pcm_word_t *last_at, pcm_word_t delay, pcm_word_t 
 /* The large cache's own tick: a freed mapping no one took again within
  * its delay, as a loop reusing a buffer would, is given back then; no
  * later than the pages' (purge_delay). */
-static void large_cache_tick(pcm_word_t now, pcm_word_t called)
+static bool large_cache_tick(pcm_word_t now, pcm_word_t called)
 {
     pcm_word_t delay = pcm_opts.large_cache_delay_ms;
     if (delay > pcm_opts.purge_delay_ms)
         delay = pcm_opts.purge_delay_ms;
     bool quiet;
     if (!pcm_large_cache_bytes() || !tick_due(&last_large_tick_ms, delay, now, called, &quiet))
-        return;
+        return false;
     int saved_errno = errno; /* munmap: malloc and free keep it */
     pcm_large_cache_decay(quiet);
     errno = saved_errno;
+    return true;
 }
 
 /* The ticks due at `now`, the last slow path of the program's having
- * begun at `called`. */
-static void run_ticks(pcm_word_t now, pcm_word_t called)
+ * begun at `called`; whether one ran. */
+static bool run_ticks(pcm_word_t now, pcm_word_t called)
 {
     pcm_word_t delay = pcm_opts.purge_delay_ms;
-    large_cache_tick(now, called);
+    bool large = large_cache_tick(now, called);
     /* Quiet: no slow path ran for a whole period before this one.  Every
      * change to the spans, the segments' pages and the large cache is made
      * by a slow path that calls this first, so all that is free now has
@@ -89,9 +91,11 @@ static void run_ticks(pcm_word_t now, pcm_word_t called)
      * memory back at its first refill or flush after the delay). */
     bool quiet;
     if (!tick_due(&last_tick_ms, delay, now, called, &quiet))
-        return;
+        return large;
     /* (two ticks can overlap: one whose CAS wrote the time it found) */
     pcm_fetch_add_acq_rel(&pcm_decay_ticks, 1);
+    if (quiet)
+        pcm_fetch_add_acq_rel(&pcm_decay_quiet_ticks, 1);
     int saved_errno = errno; /* madvise, munmap: malloc and free keep it */
     for (unsigned i = 0; i < pcm_heap_count; i++) {
         struct pcm_heap *h = &pcm_heaps[i];
@@ -128,6 +132,7 @@ static void run_ticks(pcm_word_t now, pcm_word_t called)
         pcm_heap_unlock(h);
     }
     errno = saved_errno;
+    return true;
 }
 
 void pcm_decay_maybe(void)
@@ -139,7 +144,17 @@ void pcm_decay_maybe(void)
     pcm_word_t called = pcm_load_relaxed(&last_call_ms);
     if (called != now)
         pcm_store_relaxed(&last_call_ms, now);
-    run_ticks(now, called);
+    if (!run_ticks(now, called))
+        return;
+    /* The call lasts as long as its ticks: one that outlasted the delay
+     * (one that emptied every cache and walked every span, after a quiet
+     * period) must not make the program's next call look like the end of
+     * another quiet period, or each tick would set up the next (make bench's
+     * tree, one round, freed its nodes in 23 s instead of 0.07 at
+     * PCMALLOC_PURGE_DELAY=10; tests/unit/decay.c). */
+    pcm_word_t end = now_ms();
+    if (end != now)
+        pcm_store_relaxed(&last_call_ms, end);
 }
 
 void pcm_decay_background(void)

@@ -11,8 +11,9 @@
  * for at least one period, at most two; so is a cached large mapping (of
  * its tick's periods), and so are the free pages of a span still in use
  * that nothing was cut from or given back to since the tick before.  After
- * a quiet period - no such call for a whole delay - all of that goes back
- * at the first call, since nothing can have changed meanwhile.  A heap
+ * a quiet period - no such call for a whole delay, a call lasting until
+ * its tick is done - all of that goes back at the first call, since
+ * nothing can have changed meanwhile.  A heap
  * with no refill and no flush for a whole period has its CPU's caches
  * emptied into their spans first (pcm_decay_drain_caches_locked), so a CPU
  * no thread uses any more does not keep their spans; after a quiet period
@@ -40,8 +41,9 @@ void pcm_decay_maybe(void);
  * the program's, so a quiet period goes on through it. */
 void pcm_decay_background(void);
 
-/* Ticks run since start-up (tests). */
+/* Ticks run since start-up, and of them those after a quiet period (tests). */
 extern volatile pcm_word_t pcm_decay_ticks __attribute__((visibility("hidden")));
+extern volatile pcm_word_t pcm_decay_quiet_ticks __attribute__((visibility("hidden")));
 
 /* Heap `growing` (its lock held) is about to commit pages it does not
  * have: at most once every 5 ms, one heap of a CPU that had no refill for

@@ -746,16 +746,18 @@ void pcm_heap_release_empty_spans_locked(struct pcm_heap *h)
 
 /* Give back the free pages of h's partial spans - of all of them, or
  * (idle_only) of those neither cut from nor given objects since the last
- * call and not trimmed since; every span's activity starts afresh. */
+ * call; every span's activity starts afresh.  A span trimmed since its
+ * last activity has nothing more to give: its free list is as the trim
+ * left it, so it is not walked again. */
 static size_t trim_spans_locked(struct pcm_heap *h, bool idle_only)
 {
     size_t released = 0;
     for (unsigned c = 0; c < PCM_CLASS_COUNT; c++) {
         for (struct pcm_span *span = h->bins[c].partial, *next; span; span = next) {
             next = span->next;
-            bool idle = !span->active && !span->trimmed;
+            bool active = span->active;
             span->active = 0;
-            if (idle_only && !idle)
+            if (span->trimmed || (idle_only && active))
                 continue;
             released += pcm_span_trim_free_pages(pcm_segment_of((void *)span->start), span);
             span->trimmed = 1;

@@ -229,3 +229,63 @@ PCM_TEST(threads_in_slow_paths_see_no_quiet_period)
                     threads, HAMMER_MS, (unsigned long)during);
     PCM_CHECK(during == 0, "%lu decay ticks within an hour's delay", (unsigned long)during);
 }
+
+/* ---- a tick that outlasts the delay is no quiet period ---- */
+
+/* After a quiet period the first tick empties every cache and walks every
+ * partial span's free list, which in a big heap takes longer than a short
+ * delay.  The program's next call, right after that tick, must not count
+ * as the end of another quiet period: the tick was a call of the
+ * program's for as long as it ran.  (Each quiet tick had set up the next,
+ * and at PCMALLOC_PURGE_DELAY=10 make bench's tree took 23 s to free what
+ * it frees in 0.07.)  The heap: a million objects, seven in eight freed
+ * at random with no tick, so that no span is trimmed before the quiet
+ * tick. */
+#define LONG_TICK_DELAY_MS 10u
+#define LONG_TICK_OBJECTS (1u << 20)
+
+PCM_TEST(a_tick_that_outlasts_the_delay_is_no_quiet_period)
+{
+    struct setting setting;
+    PCM_REQUIRE(set_up(&setting), "cannot pin to an allowed CPU");
+    pcm_opts.purge_delay_ms = 3600000; /* no tick while the heap is built */
+    void **objects = pcm_malloc(LONG_TICK_OBJECTS * sizeof *objects);
+    PCM_REQUIRE(objects != NULL, "no room for the table");
+    uint64_t rng = pcm_test_seed() | 1;
+    for (unsigned i = 0; i < LONG_TICK_OBJECTS; i++)
+        objects[i] = pcm_malloc(OBJECT_SIZE);
+    /* In an order that scatters each span's free list over its span (an
+     * odd stride is a permutation of a power of two), as a program's
+     * frees would; walking it then misses the data cache at every step. */
+    for (unsigned k = 0; k < LONG_TICK_OBJECTS; k++) {
+        unsigned i = (k * 0x9E3779B1u) & (LONG_TICK_OBJECTS - 1);
+        if (pcm_test_rand(&rng) % 8) {
+            pcm_free(objects[i]);
+            objects[i] = NULL;
+        }
+    }
+
+    pcm_opts.purge_delay_ms = LONG_TICK_DELAY_MS;
+    pcm_test_sleep_ms(2 * LONG_TICK_DELAY_MS);
+    pcm_word_t quiet = pcm_load_relaxed(&pcm_decay_quiet_ticks);
+    uint64_t start = pcm_test_clock_ns();
+    void *large = pcm_malloc(PCM_SMALL_MAX + 1);
+    uint64_t took_ms = (pcm_test_clock_ns() - start) / 1000000;
+    pcm_word_t after_quiet = pcm_load_relaxed(&pcm_decay_quiet_ticks);
+    pcm_free(large); /* the next call, at once */
+    pcm_word_t after_next = pcm_load_relaxed(&pcm_decay_quiet_ticks);
+
+    for (unsigned i = 0; i < LONG_TICK_OBJECTS; i++)
+        pcm_free(objects[i]);
+    pcm_free(objects);
+    tear_down(&setting);
+    pcm_test_printf("  %s path: the quiet tick took %lu ms, delay %u ms; quiet ticks: %lu, then %lu\n",
+                    pcm_fast_path_name(), (unsigned long)took_ms, LONG_TICK_DELAY_MS,
+                    (unsigned long)(after_quiet - quiet), (unsigned long)(after_next - after_quiet));
+    PCM_REQUIRE(after_quiet - quiet == 1, "%lu quiet ticks in the first call after %u ms with none",
+                (unsigned long)(after_quiet - quiet), 2 * LONG_TICK_DELAY_MS);
+    PCM_REQUIRE(took_ms >= 2 * LONG_TICK_DELAY_MS, "the quiet tick took %lu ms: too quick to tell",
+                (unsigned long)took_ms);
+    PCM_CHECK(after_next == after_quiet, "the call after a %lu ms tick counted as the end of a quiet period",
+              (unsigned long)took_ms);
+}
