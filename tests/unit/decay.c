@@ -238,11 +238,11 @@ PCM_TEST(threads_in_slow_paths_see_no_quiet_period)
  * as the end of another quiet period: the tick was a call of the
  * program's for as long as it ran.  (Each quiet tick had set up the next,
  * and at PCMALLOC_PURGE_DELAY=10 make bench's tree took 23 s to free what
- * it frees in 0.07.)  The heap: a million objects, seven in eight freed
+ * it frees in 0.07.)  The heap: two million objects, seven in eight freed
  * at random with no tick, so that no span is trimmed before the quiet
  * tick. */
 #define LONG_TICK_DELAY_MS 10u
-#define LONG_TICK_OBJECTS (1u << 20)
+#define LONG_TICK_OBJECTS (1u << 21)
 
 PCM_TEST(a_tick_that_outlasts_the_delay_is_no_quiet_period)
 {
